@@ -1,0 +1,800 @@
+#!/usr/bin/env python3
+"""Benchmark kafkalite against librdkafka's in-process mock cluster, in the same run.
+
+Both targets are driven by the same client (confluent-kafka / librdkafka) with the same settings,
+alternating target order every round, because the machine is small and noisy: only numbers taken
+side by side in one invocation are comparable.
+
+Measurements (see docs/benchmarks.md for the method):
+  produce  -- 1 KiB values, linger.ms=5, acks=1, 3-partition topic, N messages; first produce to
+              final flush.
+  consume  -- the same data, all 3 partitions assigned from the beginning, fetch.* defaults, until
+              everything the target still holds is read.
+  latency  -- 2,000 single-message sends, flush after each, acks=1; p50 / p99.
+  startup  -- `kafkalite serve`: process spawn to ready line, and the broker's own "started in".
+
+Usage:
+  python scripts/bench.py [--messages N] [--repeat R] [--only produce,consume,latency,startup]
+                          [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import datetime as _dt
+import glob
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+READY_RE = re.compile(r"kafkalite ready: broker (\d+) listening on PLAINTEXT://(\S+):(\d+)")
+STARTED_IN_RE = re.compile(r"started in ([0-9.]+) s")
+MIB = 1024 * 1024
+PARTITIONS = 3
+PHASES = ("produce", "consume", "latency", "startup")
+KAFKALITE = "kafkalite"
+MOCK = "mock"
+
+
+class BenchError(RuntimeError):
+    """A measurement could not be completed; the message says why (reported, not hidden)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Targets
+# --------------------------------------------------------------------------------------------
+
+class KafkaliteBroker:
+    """A fresh `python -m kafkalite serve` subprocess on a temp log dir and an ephemeral port."""
+
+    name = KAFKALITE
+
+    def __init__(self, ready_timeout: float = 60.0, extra_overrides: Optional[list[str]] = None
+                 ) -> None:
+        self.ready_timeout = ready_timeout
+        self.extra_overrides = list(extra_overrides or [])
+        self._tmp: Optional[tempfile.TemporaryDirectory[str]] = None
+        self.proc: Optional[subprocess.Popen[str]] = None
+        self.port: Optional[int] = None
+        self.spawn_to_ready_s: Optional[float] = None
+        self.reported_start_s: Optional[float] = None
+        self.stdout_tail: list[str] = []
+        self.stderr_tail: list[str] = []
+        self.partition_count_note = ""
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.port is not None, "broker not started"
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "KafkaliteBroker":
+        self._tmp = tempfile.TemporaryDirectory(prefix="kafkalite-bench-")
+        log_dir = Path(self._tmp.name) / "logs"
+        cmd = [sys.executable, "-m", "kafkalite", "serve",
+               "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+               "--override", f"log.dirs={log_dir}"]
+        for ov in self.extra_overrides:
+            cmd += ["--override", ov]
+        ready = threading.Event()
+        ready_at: list[float] = []
+
+        def read_stdout(p: subprocess.Popen[str]) -> None:
+            assert p.stdout is not None
+            for line in p.stdout:
+                line = line.rstrip("\n")
+                self.stdout_tail = (self.stdout_tail + [line])[-40:]
+                if not ready.is_set():
+                    m = READY_RE.search(line)
+                    if m:
+                        ready_at.append(time.perf_counter())
+                        self.port = int(m.group(3))
+                        s = STARTED_IN_RE.search(line)
+                        self.reported_start_s = float(s.group(1)) if s else None
+                        ready.set()
+
+        def read_stderr(p: subprocess.Popen[str]) -> None:
+            # Drained continuously so a chatty broker can never block on a full pipe.
+            assert p.stderr is not None
+            for line in p.stderr:
+                self.stderr_tail = (self.stderr_tail + [line.rstrip("\n")])[-40:]
+
+        spawned_at = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1,
+                                     start_new_session=True)
+        threading.Thread(target=read_stdout, args=(self.proc,), daemon=True).start()
+        threading.Thread(target=read_stderr, args=(self.proc,), daemon=True).start()
+        deadline = spawned_at + self.ready_timeout
+        while not ready.wait(0.005):
+            if self.proc.poll() is not None or time.perf_counter() > deadline:
+                why = ("exited with code %s" % self.proc.returncode if self.proc.poll() is not None
+                       else "not ready after %.0f s" % self.ready_timeout)
+                self.stop()
+                raise BenchError(f"kafkalite serve {why}; stderr tail:\n  "
+                                 + "\n  ".join(self.stderr_tail[-15:]))
+        self.spawn_to_ready_s = ready_at[0] - spawned_at
+        return self
+
+    def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        fut = admin.create_topics([NewTopic(topic, partitions, 1)],
+                                  operation_timeout=timeout, request_timeout=timeout)[topic]
+        fut.result(timeout)
+        wait_for_partitions(self.bootstrap, topic, partitions, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (clean shutdown), SIGKILL the process group if it does not exit in time."""
+        proc, self.proc = self.proc, None
+        try:
+            if proc is not None and proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+        finally:
+            if proc is not None and proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
+
+
+class _RdKafkaLib:
+    """ctypes view of the librdkafka the client itself loads, for its mock-cluster C API."""
+
+    def __init__(self) -> None:
+        path = self._find()
+        lib = ctypes.CDLL(path)
+        vp, cp, ci = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+        lib.rd_kafka_conf_new.restype = vp
+        lib.rd_kafka_conf_set.argtypes = [vp, cp, cp, cp, ctypes.c_size_t]
+        lib.rd_kafka_conf_set.restype = ci
+        lib.rd_kafka_new.argtypes = [ci, vp, cp, ctypes.c_size_t]
+        lib.rd_kafka_new.restype = vp
+        lib.rd_kafka_destroy.argtypes = [vp]
+        lib.rd_kafka_mock_cluster_new.argtypes = [vp, ci]
+        lib.rd_kafka_mock_cluster_new.restype = vp
+        lib.rd_kafka_mock_cluster_destroy.argtypes = [vp]
+        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [vp]
+        lib.rd_kafka_mock_cluster_bootstraps.restype = cp
+        lib.rd_kafka_mock_topic_create.argtypes = [vp, cp, ci, ci]
+        lib.rd_kafka_mock_topic_create.restype = ci
+        lib.rd_kafka_version_str.restype = cp
+        self.lib = lib
+        self.path = path
+
+    @staticmethod
+    def _find() -> str:
+        # confluent-kafka wheels ship librdkafka next to the package; prefer that exact copy.
+        libs = Path(ck.__file__).resolve().parent.parent / "confluent_kafka.libs"
+        found = sorted(glob.glob(str(libs / "librdkafka*.so*")))
+        if found:
+            return found[0]
+        name = ctypes.util.find_library("rdkafka")
+        if not name:
+            raise BenchError("librdkafka shared library not found for the mock-cluster C API")
+        return name
+
+
+class MockCluster:
+    """librdkafka's mock cluster (one broker), hosted in this process.
+
+    Preferred: the mock C API through ctypes (rd_kafka_mock_cluster_new + topic_create), because
+    the mock answers no CreateTopics request and reports a controller id that matches no broker,
+    so an AdminClient cannot create the 3-partition topic. Fallback: a Producer configured with
+    `test.mock.num.brokers=1`, whose auto-created topics have the mock's default partition count
+    (4) -- the benchmark then uses only partitions 0..2 of it.
+    """
+
+    name = MOCK
+
+    def __init__(self) -> None:
+        self._lib: Optional[_RdKafkaLib] = None
+        self._rk: Optional[int] = None
+        self._mcluster: Optional[int] = None
+        self._host_producer: Optional[ck.Producer] = None
+        self.bootstrap = ""
+        self.method = ""
+        self.partition_count_note = ""
+
+    def start(self, prefer_ctypes: bool = True) -> "MockCluster":
+        if prefer_ctypes:
+            try:
+                self._start_ctypes()
+                return self
+            except (OSError, AttributeError, BenchError) as e:
+                print(f"[bench] mock via C API unavailable ({e}); using test.mock.num.brokers",
+                      file=sys.stderr)
+        self._start_client_hosted()
+        return self
+
+    def _start_ctypes(self) -> None:
+        lib = _RdKafkaLib()
+        conf = lib.lib.rd_kafka_conf_new()
+        err = ctypes.create_string_buffer(512)
+        # The hosting handle never connects anywhere; keep it from logging "no bootstrap.servers".
+        lib.lib.rd_kafka_conf_set(conf, b"log_level", b"3", err, len(err))
+        rk = lib.lib.rd_kafka_new(0, conf, err, len(err))  # 0 = RD_KAFKA_PRODUCER
+        if not rk:
+            raise BenchError("rd_kafka_new failed: " + err.value.decode(errors="replace"))
+        mc = lib.lib.rd_kafka_mock_cluster_new(rk, 1)
+        if not mc:
+            lib.lib.rd_kafka_destroy(rk)
+            raise BenchError("rd_kafka_mock_cluster_new failed")
+        self._lib, self._rk, self._mcluster = lib, rk, mc
+        self.bootstrap = lib.lib.rd_kafka_mock_cluster_bootstraps(mc).decode()
+        self.method = "rd_kafka_mock_cluster_new via ctypes (%s)" % os.path.basename(lib.path)
+
+    def _start_client_hosted(self) -> None:
+        p = ck.Producer({"test.mock.num.brokers": 1, "log_level": 3})
+        md = p.list_topics(timeout=10)
+        brokers = list(md.brokers.values())
+        if len(brokers) != 1:
+            raise BenchError(f"mock cluster reported brokers {md.brokers}")
+        self._host_producer = p
+        self.bootstrap = f"{brokers[0].host}:{brokers[0].port}"
+        self.method = "Producer(test.mock.num.brokers=1), bootstrap from list_topics().brokers"
+
+    def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
+        if self._mcluster is not None:
+            assert self._lib is not None
+            rc = self._lib.lib.rd_kafka_mock_topic_create(self._mcluster, topic.encode(),
+                                                          partitions, 1)
+            if rc != 0:
+                raise BenchError(f"rd_kafka_mock_topic_create({topic}) returned error {rc}")
+            wait_for_partitions(self.bootstrap, topic, partitions, timeout)
+        else:
+            # Metadata for an unknown topic auto-creates it with the mock's default count.
+            got = wait_for_partitions(self.bootstrap, topic, partitions, timeout, at_least=True)
+            if got != partitions:
+                self.partition_count_note = (f"mock auto-created {got} partitions; "
+                                             f"only {partitions} used")
+
+    def stop(self) -> None:
+        if self._mcluster is not None and self._lib is not None:
+            self._lib.lib.rd_kafka_mock_cluster_destroy(self._mcluster)
+            self._mcluster = None
+        if self._rk is not None and self._lib is not None:
+            self._lib.lib.rd_kafka_destroy(self._rk)
+            self._rk = None
+        if self._host_producer is not None:
+            self._host_producer.flush(5)
+            self._host_producer = None
+
+
+Target = Any  # KafkaliteBroker | MockCluster: both have name, bootstrap, create_topic(), stop()
+
+
+def wait_for_partitions(bootstrap: str, topic: str, partitions: int, timeout: float,
+                        at_least: bool = False) -> int:
+    """Poll metadata until `topic` shows its partitions with leaders; returns the count seen."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    last = "no metadata"
+    while time.monotonic() < deadline:
+        try:
+            md = admin.list_topics(topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+            t = md.topics.get(topic)
+            if t is not None and t.error is None:
+                led = [p for p in t.partitions.values() if p.leader >= 0]
+                n = len(t.partitions)
+                if len(led) == n and (n == partitions or (at_least and n >= partitions)):
+                    return n
+                last = f"{n} partitions, {len(led)} with a leader"
+            elif t is not None:
+                last = str(t.error)
+        except ck.KafkaException as e:
+            last = str(e)
+        time.sleep(0.05)
+    raise BenchError(f"topic {topic} not ready with {partitions} partitions: {last}")
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class ProduceResult:
+    seconds: float
+    messages: int
+    bytes: int
+
+    @property
+    def mb_s(self) -> float:
+        return self.bytes / MIB / self.seconds
+
+    @property
+    def msgs_s(self) -> float:
+        return self.messages / self.seconds
+
+
+def measure_produce(bootstrap: str, topic: str, messages: int, value_size: int,
+                    timeout: float) -> ProduceResult:
+    errors: list[str] = []
+
+    def on_error_report(err: Optional[ck.KafkaError], _msg: Any) -> None:
+        if err is not None and len(errors) < 5:
+            errors.append(str(err))
+
+    producer = ck.Producer({
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 5,
+        "acks": 1,
+        # Only failed deliveries call back into Python: per-message callbacks would measure the
+        # GIL, not the broker. Success is verified from the high watermarks afterwards.
+        "delivery.report.only.error": True,
+        "on_delivery": on_error_report,
+    })
+    value = os.urandom(value_size)  # incompressible, though compression is off anyway
+    # Warm the metadata/connection outside the timed window, as a perf tool's producer would be.
+    producer.list_topics(topic, timeout=10)
+    deadline = time.monotonic() + timeout
+    produce = producer.produce
+    t0 = time.perf_counter()
+    for i in range(messages):
+        while True:
+            try:
+                produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.001)
+                if time.monotonic() > deadline:
+                    raise BenchError(f"produce timed out after {timeout:.0f} s at message {i}")
+    remaining = producer.flush(max(0.0, deadline - time.monotonic()))
+    t1 = time.perf_counter()
+    producer.poll(0)
+    if remaining:
+        raise BenchError(f"produce: {remaining} messages undelivered at the {timeout:.0f} s limit")
+    if errors:
+        raise BenchError("produce delivery errors: " + "; ".join(errors))
+    return ProduceResult(t1 - t0, messages, messages * value_size)
+
+
+def high_watermarks(bootstrap: str, topic: str, timeout: float = 10.0
+                    ) -> list[tuple[int, int]]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkalite-bench-wm",
+                     "enable.auto.commit": False})
+    try:
+        return [c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout)
+                for p in range(PARTITIONS)]
+    finally:
+        c.close()
+
+
+@dataclass
+class ConsumeResult:
+    seconds: float
+    messages: int
+    bytes: int
+    produced: int  # messages produced into the topic; more than `messages` if the target dropped
+
+    @property
+    def mb_s(self) -> float:
+        return self.bytes / MIB / self.seconds
+
+    @property
+    def msgs_s(self) -> float:
+        return self.messages / self.seconds
+
+
+def measure_consume(bootstrap: str, topic: str, produced: int, timeout: float) -> ConsumeResult:
+    wms = high_watermarks(bootstrap, topic)
+    # What the target still holds. kafkalite must hold everything; the mock keeps only the most
+    # recent few MB per partition, so it is read from its log start to its high watermark.
+    expected = sum(hi - lo for lo, hi in wms)
+    if sum(hi for _lo, hi in wms) != produced:
+        raise BenchError(f"high watermarks {wms} sum to {sum(hi for _, hi in wms)}, "
+                         f"expected {produced} produced")
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkalite-bench",
+                            "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        n = nbytes = 0
+        deadline = time.monotonic() + timeout
+        t0 = time.perf_counter()
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING)
+                         for p in range(PARTITIONS)])
+        while n < expected:
+            if time.monotonic() > deadline:
+                raise BenchError(f"consume timed out after {timeout:.0f} s: {n}/{expected} read")
+            for m in consumer.consume(num_messages=10000, timeout=0.2):
+                if m.error():
+                    raise BenchError(f"consume error: {m.error()}")
+                n += 1
+                nbytes += len(m.value())
+        t1 = time.perf_counter()
+    finally:
+        consumer.close()
+    if n != expected:
+        raise BenchError(f"consume read {n} messages, expected {expected}")
+    return ConsumeResult(t1 - t0, n, nbytes, produced)
+
+
+@dataclass
+class LatencyResult:
+    samples_ms: list[float] = field(repr=False)
+
+    @property
+    def p50(self) -> float:
+        return percentile(self.samples_ms, 50)
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.samples_ms, 99)
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    """Nearest-rank percentile."""
+    s = sorted(samples)
+    k = max(0, min(len(s) - 1, int(round(pct / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def measure_latency(bootstrap: str, topic: str, sends: int, value_size: int, timeout: float,
+                    warmup: int = 50) -> LatencyResult:
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    value = os.urandom(value_size)
+    deadline = time.monotonic() + timeout
+    samples: list[float] = []
+    for i in range(warmup + sends):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BenchError(f"latency timed out after {timeout:.0f} s at send {i}")
+        t0 = time.perf_counter()
+        producer.produce(topic, value, partition=0)
+        if producer.flush(min(left, 10.0)):
+            raise BenchError(f"latency: send {i} not acknowledged within 10 s")
+        t1 = time.perf_counter()
+        if i >= warmup:
+            samples.append((t1 - t0) * 1000.0)
+    return LatencyResult(samples)
+
+
+def measure_kafkalite_start(ready_timeout: float) -> tuple[float, Optional[float]]:
+    b = KafkaliteBroker(ready_timeout=ready_timeout)
+    try:
+        b.start()
+        assert b.spawn_to_ready_s is not None
+        return b.spawn_to_ready_s, b.reported_start_s
+    finally:
+        b.stop()
+
+
+def measure_mock_start() -> float:
+    """Mock cluster creation until it answers a metadata request (in-process; no spawn)."""
+    t0 = time.perf_counter()
+    m = MockCluster().start()
+    try:
+        p = ck.Producer({"bootstrap.servers": m.bootstrap})
+        p.list_topics(timeout=10)
+        return time.perf_counter() - t0
+    finally:
+        m.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# Orchestration
+# --------------------------------------------------------------------------------------------
+
+class Results:
+    """metric -> target -> list of per-round values, plus the errors met on the way."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, list[float]]] = {}
+        self.errors: dict[str, dict[str, list[str]]] = {}
+        self.notes: list[str] = []
+
+    def add(self, metric: str, target: str, value: Optional[float]) -> None:
+        if value is not None:
+            self.values.setdefault(metric, {}).setdefault(target, []).append(value)
+
+    def fail(self, phase: str, target: str, msg: str) -> None:
+        self.errors.setdefault(phase, {}).setdefault(target, []).append(msg)
+        print(f"[bench] {target} {phase} FAILED: {msg}", file=sys.stderr)
+
+    def median(self, metric: str, target: str) -> Optional[float]:
+        vals = self.values.get(metric, {}).get(target)
+        return statistics.median(vals) if vals else None
+
+
+def run_phase(results: Results, phase: str, target: Target, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except (BenchError, ck.KafkaException, RuntimeError, OSError) as e:
+        results.fail(phase, target.name, str(e).strip() or type(e).__name__)
+        return None
+
+
+def start_target(results: Results, name: str, ready_timeout: float) -> Optional[Target]:
+    try:
+        t: Target = KafkaliteBroker(ready_timeout=ready_timeout) if name == KAFKALITE \
+            else MockCluster()
+        t.start()
+        if name == MOCK and t.method not in results.notes:
+            results.notes.append(t.method)
+        return t
+    except (BenchError, ck.KafkaException, OSError) as e:
+        results.fail("start", name, str(e))
+        return None
+
+
+def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[str]) -> None:
+    targets: dict[str, Target] = {}
+    try:
+        for name in order:
+            t = start_target(results, name, args.ready_timeout)
+            if t is not None:
+                targets[name] = t
+        live = [n for n in order if n in targets]
+        topic = f"bench-r{rnd}"
+        lat_topic = f"bench-lat-r{rnd}"
+        produced: dict[str, int] = {}
+        for name in live:
+            t = targets[name]
+            ok = run_phase(results, "setup", t, lambda: (t.create_topic(topic, PARTITIONS),
+                                                         t.create_topic(lat_topic, 1)))
+            if ok is None:
+                targets.pop(name).stop()
+        live = [n for n in order if n in targets]
+
+        if "produce" in args.only or "consume" in args.only:
+            for name in live:
+                t = targets[name]
+                print(f"[bench] round {rnd + 1}: produce {args.messages} msgs -> {name}",
+                      file=sys.stderr)
+                r = run_phase(results, "produce", t, lambda: measure_produce(
+                    t.bootstrap, topic, args.messages, args.value_size, args.timeout))
+                if r is not None:
+                    produced[name] = r.messages
+                    results.add("produce_mb_s", name, r.mb_s)
+                    results.add("produce_msgs_s", name, r.msgs_s)
+                    print(f"[bench]   {r.mb_s:.1f} MB/s, {r.msgs_s:.0f} msgs/s "
+                          f"({r.seconds:.2f} s)", file=sys.stderr)
+
+        if "consume" in args.only:
+            for name in live:
+                if name not in produced:
+                    continue
+                t = targets[name]
+                print(f"[bench] round {rnd + 1}: consume <- {name}", file=sys.stderr)
+                c = run_phase(results, "consume", t, lambda: measure_consume(
+                    t.bootstrap, topic, produced[name], args.timeout))
+                if c is not None:
+                    if name == KAFKALITE and c.messages != c.produced:
+                        results.fail("consume", name, f"read {c.messages} of {c.produced} "
+                                     "produced messages: the broker lost data")
+                        continue
+                    results.add("consume_mb_s", name, c.mb_s)
+                    results.add("consume_msgs_s", name, c.msgs_s)
+                    results.add("consume_messages_read", name, float(c.messages))
+                    print(f"[bench]   {c.mb_s:.1f} MB/s, {c.msgs_s:.0f} msgs/s, "
+                          f"{c.messages}/{c.produced} msgs ({c.seconds:.2f} s)", file=sys.stderr)
+
+        if "latency" in args.only:
+            for name in live:
+                t = targets[name]
+                print(f"[bench] round {rnd + 1}: latency x{args.latency_sends} -> {name}",
+                      file=sys.stderr)
+                lr = run_phase(results, "latency", t, lambda: measure_latency(
+                    t.bootstrap, lat_topic, args.latency_sends, args.value_size, args.timeout))
+                if lr is not None:
+                    results.add("latency_p50_ms", name, lr.p50)
+                    results.add("latency_p99_ms", name, lr.p99)
+                    print(f"[bench]   p50 {lr.p50:.3f} ms, p99 {lr.p99:.3f} ms",
+                          file=sys.stderr)
+        for name in live:
+            note = getattr(targets[name], "partition_count_note", "")
+            if note and note not in results.notes:
+                results.notes.append(note)
+    finally:
+        for t in targets.values():
+            try:
+                t.stop()
+            except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
+                print(f"[bench] stopping {t.name}: {e}", file=sys.stderr)
+
+
+def run_startup(results: Results, args: argparse.Namespace) -> None:
+    for i in range(args.starts):
+        # Alternate which one goes first, like the rounds.
+        order = [KAFKALITE, MOCK] if i % 2 == 0 else [MOCK, KAFKALITE]
+        for name in order:
+            if name not in args.targets:
+                continue
+            if name == KAFKALITE:
+                r = run_phase(results, "startup", KafkaliteBroker,
+                              lambda: measure_kafkalite_start(args.ready_timeout))
+                if r is not None:
+                    results.add("start_to_ready_ms", KAFKALITE, r[0] * 1000.0)
+                    if r[1] is not None:
+                        results.add("reported_start_ms", KAFKALITE, r[1] * 1000.0)
+            else:
+                s = run_phase(results, "startup", MockCluster, measure_mock_start)
+                if s is not None:
+                    results.add("start_to_ready_ms", MOCK, s * 1000.0)
+    if KAFKALITE in args.targets:
+        print(f"[bench] startup x{args.starts}: median spawn->ready "
+              f"{results.median('start_to_ready_ms', KAFKALITE)} ms", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------
+
+ROWS = [
+    # metric, label, format, phase, mock caveat
+    ("produce_mb_s", "produce throughput (MB/s)", "{:.1f}", "produce", ""),
+    ("produce_msgs_s", "produce throughput (msgs/s)", "{:,.0f}", "produce", ""),
+    ("consume_mb_s", "consume throughput (MB/s)", "{:.1f}", "consume",
+     "not a reference (mock keeps only recent data in memory)"),
+    ("consume_msgs_s", "consume throughput (msgs/s)", "{:,.0f}", "consume",
+     "not a reference (mock keeps only recent data in memory)"),
+    ("consume_messages_read", "consume: messages read", "{:,.0f}", "consume",
+     "what the mock still held"),
+    ("latency_p50_ms", "produce latency p50 (ms)", "{:.3f}", "latency", ""),
+    ("latency_p99_ms", "produce latency p99 (ms)", "{:.3f}", "latency", ""),
+    ("start_to_ready_ms", "start-to-ready, spawn to ready line (ms)", "{:.0f}", "startup",
+     "in-process cluster creation to first metadata answer: not comparable"),
+    ("reported_start_ms", "start-to-ready, broker's own \"started in\" (ms)", "{:.0f}", "startup",
+     ""),
+]
+
+
+def cell(results: Results, metric: str, target: str, fmt: str, phase: str) -> str:
+    med = results.median(metric, target)
+    n = len(results.values.get(metric, {}).get(target, []))
+    # A target that never started, or whose topics could not be created, failed every phase.
+    fails = sum(len(results.errors.get(ph, {}).get(target, []))
+                for ph in (phase, "start", "setup"))
+    if med is None:
+        return "FAILED" if fails else "n/a"
+    txt = fmt.format(med)
+    return txt + (f" ({n} ok, {fails} failed)" if fails else "")
+
+
+def markdown_table(results: Results, args: argparse.Namespace) -> str:
+    lines = [f"| measurement | kafkalite | librdkafka mock | kafkalite/mock |",
+             "|---|---:|---:|---:|"]
+    for metric, label, fmt, phase, caveat in ROWS:
+        if phase not in args.only:
+            continue
+        if metric not in results.values and phase not in results.errors:
+            continue
+        k = cell(results, metric, KAFKALITE, fmt, phase)
+        m = cell(results, metric, MOCK, fmt, phase)
+        if metric == "reported_start_ms":
+            m = "n/a"
+        if caveat and m not in ("n/a",):
+            m = f"{m} — {caveat}"
+        km, mm = results.median(metric, KAFKALITE), results.median(metric, MOCK)
+        # A ratio only where the mock is a fair reference (no caveat on its figure).
+        ratio = f"{km / mm:.2f}" if km is not None and mm and not caveat else "—"
+        lines.append(f"| {label} | {k} | {m} | {ratio} |")
+    return "\n".join(lines)
+
+
+def _version_str(v: Any) -> str:
+    # confluent_kafka.version() is a plain string in some releases, (str, int) in others.
+    return v[0] if isinstance(v, tuple) else str(v)
+
+
+def environment(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        commit = ""
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python scripts/bench.py " + " ".join(shlex.quote(a) for a in argv),
+        "git_commit": commit,
+        "python": platform.python_version(),
+        "confluent_kafka": _version_str(ck.version()),
+        "librdkafka": _version_str(ck.libversion()),
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": os.getloadavg(),
+        "messages": args.messages,
+        "value_size": args.value_size,
+        "repeat": args.repeat,
+        "starts": args.starts,
+        "latency_sends": args.latency_sends,
+    }
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=200 * MIB // 1024,
+                    help="messages to produce per round (default 204800 = 200 MiB of 1 KiB values)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; medians are reported")
+    ap.add_argument("--only", default=",".join(PHASES),
+                    help="comma list of: " + ",".join(PHASES))
+    ap.add_argument("--json", metavar="OUT", help="also write all runs and medians as JSON")
+    ap.add_argument("--starts", type=int, default=10, help="kafkalite starts to time (K)")
+    ap.add_argument("--latency-sends", type=int, default=2000)
+    ap.add_argument("--value-size", type=int, default=1024)
+    ap.add_argument("--targets", default=f"{KAFKALITE},{MOCK}",
+                    help="which targets to run (default both; one alone is for debugging)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="limit per measurement (s)")
+    ap.add_argument("--ready-timeout", type=float, default=60.0,
+                    help="limit for `kafkalite serve` to print its ready line (s)")
+    args = ap.parse_args(argv)
+    args.only = [p.strip() for p in args.only.split(",") if p.strip()]
+    bad = [p for p in args.only if p not in PHASES]
+    args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    bad += [t for t in args.targets if t not in (KAFKALITE, MOCK)]
+    if bad:
+        ap.error(f"unknown phase/target: {', '.join(bad)}")
+    if args.messages < PARTITIONS or args.repeat < 1 or args.starts < 1 or args.latency_sends < 1:
+        ap.error("--messages >= 3, --repeat/--starts/--latency-sends >= 1")
+    return args
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    env = environment(args, argv)
+    results = Results()
+    t0 = time.monotonic()
+    if any(p in args.only for p in ("produce", "consume", "latency")):
+        for rnd in range(args.repeat):
+            order = [KAFKALITE, MOCK] if rnd % 2 == 0 else [MOCK, KAFKALITE]
+            run_round(results, rnd, args, [t for t in order if t in args.targets])
+    if "startup" in args.only:
+        run_startup(results, args)
+    env["wall_seconds"] = round(time.monotonic() - t0, 1)
+
+    table = markdown_table(results, args)
+    print(f"\nkafkalite vs librdkafka mock cluster — {env['date']}, commit {env['git_commit']}, "
+          f"{env['cpus']} CPUs, confluent-kafka {env['confluent_kafka']} / librdkafka "
+          f"{env['librdkafka']}")
+    print(f"command: {env['command']}")
+    print(f"medians of {args.repeat} rounds (startup: of {args.starts} starts); "
+          f"{args.messages} x {args.value_size} B messages; MB = 2^20 bytes of values\n")
+    print(table)
+    for note in results.notes:
+        print(f"\nnote: {note}")
+    if results.errors:
+        print("\nfailures:")
+        for phase, by_target in results.errors.items():
+            for target, msgs in by_target.items():
+                for msg in dict.fromkeys(msgs):
+                    one_line = " | ".join(x.strip() for x in msg.splitlines() if x.strip())
+                    print(f"- {target} {phase}: {one_line[:400]}")
+    if args.json:
+        out = {
+            "environment": env,
+            "notes": results.notes,
+            "runs": results.values,
+            "medians": {m: {t: results.median(m, t) for t in v}
+                        for m, v in results.values.items()},
+            "errors": results.errors,
+            "table_markdown": table,
+        }
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    return 1 if results.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
