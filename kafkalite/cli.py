@@ -1,0 +1,85 @@
+"""`kafkalite` command line: `kafkalite serve [--config FILE] [--override key=value ...]`."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Optional, Sequence
+
+from kafkalite.config.server_config import ConfigError, load_config
+
+log = logging.getLogger("kafkalite")
+
+
+def default_config_file() -> Path:
+    """The packaged server.properties (the same file as the repository's config/server.properties)."""
+    return Path(str(resources.files("kafkalite.config").joinpath("server.properties")))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    config_file = Path(args.config) if args.config else default_config_file()
+    try:
+        loaded = load_config(config_file, args.override or [])
+    except ConfigError as e:
+        print(f"kafkalite: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"kafkalite: cannot read config file {config_file}: {e.strerror}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO), stream=sys.stderr,
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    for w in loaded.warnings:
+        log.warning(w)
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency; stay usable without it
+        runner = asyncio.run
+    return runner(_run_broker(loaded.config, started))
+
+
+async def _run_broker(config, started: float) -> int:
+    from kafkalite.server.broker import KafkaServer
+
+    server = KafkaServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        bound = await server.startup()
+    except OSError as e:
+        print(f"kafkalite: cannot start: {e}", file=sys.stderr)
+        await server.shutdown()
+        return 1
+    listeners = ", ".join(f"{ep.listener_name}://{ep.host}:{ep.port}" for ep in bound)
+    print(f"kafkalite ready: broker {server.broker_id} listening on {listeners} "
+          f"(started in {time.monotonic() - started:.3f} s)", flush=True)
+    await stop.wait()
+    log.info("shutting down")
+    await server.shutdown()
+    log.info("shut down cleanly")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="kafkalite", description="A Kafka-compatible broker in Python")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run a broker")
+    serve.add_argument("--config", help="server.properties file (default: the packaged one)")
+    serve.add_argument("--override", action="append", metavar="KEY=VALUE",
+                       help="override a property of the config file (repeatable)")
+    serve.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    serve.set_defaults(func=_serve)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

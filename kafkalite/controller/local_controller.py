@@ -1,0 +1,193 @@
+"""The embedded single-node controller: the same duties as Kafka's ZooKeeper controller
+(topic creation and deletion, replica assignment, leader election, LeaderAndIsr and
+UpdateMetadata to the brokers), over a local metadata store and with this broker as the only
+member of the cluster."""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from kafkalite.config.log_config import LogConfig
+from kafkalite.config.topic_config import InvalidTopicConfigError, topic_log_config, validate_topic_configs
+from kafkalite.controller.metadata_store import MetadataStore, PartitionState, TopicRecord, new_kafka_uuid
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.replica.partition import TopicPartition
+from kafkalite.replica.replica_manager import ReplicaManager
+from kafkalite.server.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo, TopicInfo
+from kafkalite.server.topic_validation import is_internal, topic_name_error, unify_collision_chars
+
+log = logging.getLogger(__name__)
+
+MAX_PARTITIONS = 1_000_000  # keep a hostile CreateTopics from allocating the world
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1                       # -1: num.partitions
+    replication_factor: int = -1                   # -1: default.replication.factor
+    assignments: dict[int, list[int]] = field(default_factory=dict)
+    configs: dict[str, Optional[str]] = field(default_factory=dict)
+
+
+@dataclass
+class TopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.NONE
+    message: Optional[str] = None
+    record: Optional[TopicRecord] = None
+    log_config: Optional[LogConfig] = None
+
+
+class LocalController:
+    controller_epoch = 1
+
+    def __init__(self, broker_id: int, store: MetadataStore, replica_manager: ReplicaManager,
+                 metadata_cache: MetadataCache, default_log_config: LogConfig,
+                 default_num_partitions: int, default_replication_factor: int,
+                 broker_info: BrokerInfo, delete_topic_enable: bool = True) -> None:
+        self.broker_id = broker_id
+        self.store = store
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self.default_log_config = default_log_config
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        self.broker_info = broker_info
+        self.delete_topic_enable = delete_topic_enable
+
+    @property
+    def live_brokers(self) -> list[int]:
+        return [self.broker_id]
+
+    def startup(self) -> None:
+        """Elect this broker leader of every partition (bumping leader epochs, as a controller
+        does when partitions come back online) and publish the metadata."""
+        self.metadata_cache.cluster_id = self.store.cluster_id()
+        self.metadata_cache.update_brokers([self.broker_info], controller_id=self.broker_id)
+        for record in list(self.store.topics().values()):
+            states = {p: PartitionState(leader=self.broker_id,
+                                        leader_epoch=(record.states[p].leader_epoch + 1) if p in record.states else 0,
+                                        isr=[self.broker_id], controller_epoch=self.controller_epoch)
+                      for p in record.assignment}
+            self.store.update_partition_states(record.name, states)
+            self._publish(record)
+
+    def log_config_for(self, record: TopicRecord) -> LogConfig:
+        return topic_log_config(self.default_log_config, record.configs)
+
+    def _publish(self, record: TopicRecord) -> None:
+        """LeaderAndIsr to the replica manager, then UpdateMetadata to the cache."""
+        cfg = self.log_config_for(record)
+        partitions: dict[int, PartitionInfo] = {}
+        for p, replicas in sorted(record.assignment.items()):
+            st = record.states[p]
+            self.replica_manager.become_leader(TopicPartition(record.name, p), record.topic_id,
+                                               st.leader_epoch, replicas, st.isr, cfg)
+            partitions[p] = PartitionInfo(p, st.leader, st.leader_epoch, tuple(replicas), tuple(st.isr))
+        self.metadata_cache.update_topic(TopicInfo(record.name, record.topic_id, is_internal(record.name),
+                                                   partitions))
+
+    # -- CreateTopics --------------------------------------------------------------------------
+    def create_topics(self, topics: list[NewTopic], validate_only: bool) -> list[TopicResult]:
+        results: list[TopicResult] = []
+        seen: set[str] = set()
+        for t in topics:
+            if t.name in seen:
+                results.append(TopicResult(t.name, ErrorCode.INVALID_REQUEST,
+                                           f"Create topics request from client contains duplicate topic {t.name}"))
+                continue
+            seen.add(t.name)
+            result = self._validate_new_topic(t)
+            if result.error == ErrorCode.NONE and not validate_only:
+                assert result.record is not None
+                self.store.create_topic(result.record)
+                self._publish(result.record)
+                log.info("created topic %s with %d partitions", t.name, result.record.num_partitions)
+            results.append(result)
+        return results
+
+    def _validate_new_topic(self, t: NewTopic) -> TopicResult:
+        err = topic_name_error(t.name)
+        if err:
+            return TopicResult(t.name, ErrorCode.INVALID_TOPIC_EXCEPTION, err)
+        existing = self.store.topics()
+        if t.name in existing:
+            return TopicResult(t.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+        collision = unify_collision_chars(t.name)
+        for other in existing:
+            if unify_collision_chars(other) == collision:
+                return TopicResult(t.name, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                   f"Topic '{t.name}' collides with existing topic: {other}")
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                return TopicResult(t.name, ErrorCode.INVALID_REQUEST,
+                                   "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                   "Both cannot be used at the same time.")
+            assignment = {p: list(r) for p, r in t.assignments.items()}
+            if sorted(assignment) != list(range(len(assignment))):
+                return TopicResult(t.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                   "Partitions should be a consecutive 0-based integer sequence")
+            for p, replicas in assignment.items():
+                if not replicas or len(set(replicas)) != len(replicas):
+                    return TopicResult(t.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                       f"Duplicate or empty replica assignment for partition {p}")
+                unknown = [b for b in replicas if b not in self.live_brokers]
+                if unknown:
+                    return TopicResult(t.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                       f"Unknown broker(s) {unknown} in replica assignment")
+        else:
+            n = self.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+            rf = self.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+            if n <= 0 or n > MAX_PARTITIONS:
+                return TopicResult(t.name, ErrorCode.INVALID_PARTITIONS,
+                                   "Number of partitions must be larger than 0.")
+            if rf <= 0:
+                return TopicResult(t.name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                                   "Replication factor must be larger than 0.")
+            if rf > len(self.live_brokers):
+                return TopicResult(t.name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                                   f"Replication factor: {rf} larger than available brokers: "
+                                   f"{len(self.live_brokers)}.")
+            assignment = {p: self.live_brokers[:rf] for p in range(n)}
+        try:
+            configs = validate_topic_configs(t.configs)
+            cfg = topic_log_config(self.default_log_config, configs)
+        except InvalidTopicConfigError as e:
+            return TopicResult(t.name, ErrorCode.INVALID_CONFIG, str(e))
+        states = {p: PartitionState(self.broker_id, 0, [b for b in r if b in self.live_brokers],
+                                    self.controller_epoch) for p, r in assignment.items()}
+        record = TopicRecord(t.name, new_kafka_uuid(), assignment, configs, states)
+        return TopicResult(t.name, ErrorCode.NONE, None, record, cfg)
+
+    # -- DeleteTopics --------------------------------------------------------------------------
+    def delete_topics(self, names: list[str]) -> list[TopicResult]:
+        results = []
+        for name in names:
+            record = self.store.topics().get(name)
+            if record is None:
+                results.append(TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                           "This server does not host this topic-partition."))
+                continue
+            if not self.delete_topic_enable:
+                results.append(TopicResult(name, ErrorCode.TOPIC_DELETION_DISABLED,
+                                           "Topic deletion is disabled."))
+                continue
+            self.metadata_cache.remove_topic(name)
+            for p in record.assignment:
+                self.replica_manager.stop_replica(TopicPartition(name, p), delete=True)
+            self.store.delete_topic(name)
+            log.info("deleted topic %s", name)
+            results.append(TopicResult(name, ErrorCode.NONE, None, record))
+        return results
+
+    def topic_record(self, name: str) -> Optional[TopicRecord]:
+        return self.store.topics().get(name)
+
+    def topic_record_by_id(self, topic_id: uuid.UUID) -> Optional[TopicRecord]:
+        for r in self.store.topics().values():
+            if r.topic_id == topic_id:
+                return r
+        return None

@@ -1,0 +1,123 @@
+"""One partition replica on this broker (Kafka's Partition): leader epoch, ISR, high watermark.
+
+The high watermark is the minimum log end offset over the ISR; with this broker alone in the ISR
+it follows the local log end offset. Remote replicas' state arrives with replication.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Optional
+
+from kafkalite.log.log import Log
+from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass
+class ReplicaState:
+    """What the leader knows of a follower (filled in by replication)."""
+    broker_id: int
+    log_end_offset: int = -1
+    last_caught_up_time_ms: int = 0
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, topic_id: uuid.UUID, log: Log, local_broker_id: int) -> None:
+        self.tp = tp
+        self.topic_id = topic_id
+        self.log = log
+        self.local_broker_id = local_broker_id
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: set[int] = set()
+        self.remote_replicas: dict[int, ReplicaState] = {}
+        self.high_watermark = 0
+
+    # -- leadership (LeaderAndIsr) -----------------------------------------------------------
+    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        self.leader_id = self.local_broker_id
+        self.leader_epoch = leader_epoch
+        self.replicas = list(replicas)
+        self.isr = set(isr)
+        self.remote_replicas = {b: ReplicaState(b) for b in replicas if b != self.local_broker_id}
+        # A new leader starts from what it has; HW can only move forward from the log start.
+        self.high_watermark = max(min(self.high_watermark, self.log.log_end_offset), self.log.log_start_offset)
+        self.maybe_increment_high_watermark()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        # No transactions yet: every offset below the high watermark is stable.
+        return self.high_watermark
+
+    def maybe_increment_high_watermark(self) -> bool:
+        leo = self.log.log_end_offset
+        new_hw = leo
+        for b in self.isr:
+            if b == self.local_broker_id:
+                continue
+            r = self.remote_replicas.get(b)
+            new_hw = min(new_hw, r.log_end_offset if r else -1)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Kafka's fencing: -1 means the client does not know; older -> FENCED, newer -> UNKNOWN."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
+        if current_leader_epoch > self.leader_epoch:
+            raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    # -- produce -----------------------------------------------------------------------------
+    def append_records_to_leader(self, records: bytes | memoryview, required_acks: int, now_ms: int):
+        if not self.is_leader:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        min_isr = self.log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"The size of the current ISR {sorted(self.isr)} is insufficient "
+                                f"to satisfy the min.isr requirement of {min_isr} for partition {self.tp}")
+        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """For DelayedProduce: has the ISR got everything up to required_offset?"""
+        if not self.is_leader:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark >= required_offset:
+            if len(self.isr) < self.log.config.min_insync_replicas:
+                return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return True, ErrorCode.NONE
+        return False, ErrorCode.NONE
+
+    # -- fetch -------------------------------------------------------------------------------
+    def fetch_upper_bound(self, isolation_level: int, is_follower: bool) -> int:
+        if is_follower:
+            return self.log.log_end_offset
+        return self.last_stable_offset if isolation_level == 1 else self.high_watermark

@@ -1,0 +1,234 @@
+"""ReplicaManager: the partitions this broker hosts, appends and reads through them, and the
+delayed produce/fetch operations that wait in purgatory."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Callable, Iterable, Optional
+
+from kafkalite.config.log_config import LogConfig
+from kafkalite.log.errors import OffsetOutOfRangeError
+from kafkalite.log.log_manager import LogManager
+from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+from kafkalite.purgatory import DelayedOperationPurgatory, SystemTimer
+from kafkalite.replica.delayed_fetch import DelayedFetch
+from kafkalite.replica.delayed_produce import DelayedProduce
+from kafkalite.replica.partition import Partition, TopicPartition
+from kafkalite.replica.results import (FetchPartitionRequest, FetchPartitionResult,
+                                       ListOffsetsPartitionResult, ProducePartitionResult)
+
+log = logging.getLogger(__name__)
+
+# ListOffsets special timestamps
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _error_of(exc: Exception) -> tuple[ErrorCode, Optional[str]]:
+    if isinstance(exc, KafkaApiError):
+        return exc.code, exc.message
+    code = getattr(exc, "error_code", None)
+    if code is not None:
+        return ErrorCode(code), str(exc) or None
+    log.exception("unexpected error in the replica manager")
+    return ErrorCode.UNKNOWN_SERVER_ERROR, None
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_manager: LogManager, timer: SystemTimer) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.timer = timer
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Produce", timer)
+        self.fetch_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Fetch", timer)
+        # Listeners told when a partition's high watermark moves (e.g. fetch sessions, coordinators).
+        self._hw_listeners: list[Callable[[TopicPartition], None]] = []
+
+    # -- leadership (what LeaderAndIsr / StopReplica do) -------------------------------------
+    def become_leader(self, tp: TopicPartition, topic_id: uuid.UUID, leader_epoch: int,
+                      replicas: list[int], isr: list[int], config: LogConfig) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            log_ = self.log_manager.get_or_create_log(tp.topic, tp.partition, config, topic_id=topic_id)
+            partition = Partition(tp, topic_id, log_, self.broker_id)
+            self.partitions[tp] = partition
+        partition.make_leader(leader_epoch, replicas, isr)
+        return partition
+
+    def stop_replica(self, tp: TopicPartition, delete: bool) -> None:
+        partition = self.partitions.pop(tp, None)
+        if partition is None:
+            return
+        # Waiting operations on this partition complete now with an error rather than time out.
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+        if delete:
+            self.log_manager.delete_log(tp.topic, tp.partition)
+
+    def get_partition(self, tp: TopicPartition) -> Optional[Partition]:
+        return self.partitions.get(tp)
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not p.is_leader:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return p
+
+    def update_log_config(self, topic: str, config: LogConfig) -> None:
+        for tp, p in self.partitions.items():
+            if tp.topic == topic:
+                p.log.update_config(config)
+
+    # -- produce -----------------------------------------------------------------------------
+    async def append_records(self, timeout_ms: int, required_acks: int,
+                             entries: dict[TopicPartition, bytes | memoryview]
+                             ) -> dict[TopicPartition, ProducePartitionResult]:
+        ts = now_ms()
+        results: dict[TopicPartition, ProducePartitionResult] = {}
+        pending: dict[TopicPartition, tuple[int, ProducePartitionResult]] = {}
+        for tp, records in entries.items():
+            result = ProducePartitionResult()
+            results[tp] = result
+            try:
+                partition = self.leader_partition(tp)
+                info = partition.append_records_to_leader(records, required_acks, ts)
+            except Exception as e:  # the log's errors carry Kafka codes
+                result.error, result.error_message = _error_of(e)
+                result.record_errors = list(getattr(e, "record_errors", None) or [])
+                continue
+            result.base_offset = info.first_offset
+            result.log_append_time = info.log_append_time
+            result.log_start_offset = info.log_start_offset
+            pending[tp] = (info.last_offset + 1, result)
+            self._on_append(tp)
+        if required_acks == -1 and pending:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            op = DelayedProduce(timeout_ms, pending, self.get_partition, future)
+            if not self.produce_purgatory.try_complete_else_watch(op, list(pending)):
+                await future
+        return results
+
+    def _on_append(self, tp: TopicPartition) -> None:
+        # New data may satisfy fetches waiting on this partition; a moved HW may satisfy produces.
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+        for listener in self._hw_listeners:
+            listener(tp)
+
+    def add_high_watermark_listener(self, fn: Callable[[TopicPartition], None]) -> None:
+        self._hw_listeners.append(fn)
+
+    # -- fetch -------------------------------------------------------------------------------
+    async def fetch_messages(self, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                             isolation_level: int,
+                             fetch_infos: list[tuple[TopicPartition, FetchPartitionRequest]]
+                             ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
+        def read() -> list[tuple[TopicPartition, FetchPartitionResult]]:
+            return self.read_from_local_logs(max_bytes, isolation_level, fetch_infos)
+
+        results = read()
+        total = sum(r.size for _tp, r in results)
+        has_error = any(r.error != ErrorCode.NONE for _tp, r in results)
+        if max_wait_ms <= 0 or not fetch_infos or total >= min_bytes or has_error:
+            return results
+        future: asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]] = \
+            asyncio.get_running_loop().create_future()
+        op = DelayedFetch(max_wait_ms, min_bytes, fetch_infos,
+                          lambda tp, info: self._available_bytes(tp, info, isolation_level),
+                          read, future)
+        self.fetch_purgatory.try_complete_else_watch(op, [tp for tp, _ in fetch_infos])
+        return await future
+
+    def _available_bytes(self, tp: TopicPartition, info: FetchPartitionRequest,
+                         isolation_level: int) -> Optional[int]:
+        p = self.partitions.get(tp)
+        if p is None or not p.is_leader:
+            return None
+        upper = p.fetch_upper_bound(isolation_level, is_follower=False)
+        if info.fetch_offset > p.log_end_offset or info.fetch_offset < p.log_start_offset:
+            return None
+        if info.fetch_offset >= upper:
+            return 0
+        try:
+            data = p.log.read(info.fetch_offset, info.partition_max_bytes, upper, True)
+        except OffsetOutOfRangeError:
+            return None
+        return data.size
+
+    def read_from_local_logs(self, max_bytes: int, isolation_level: int,
+                             fetch_infos: Iterable[tuple[TopicPartition, FetchPartitionRequest]]
+                             ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
+        """Kafka's readFromLocalLog: partitions in request order share `max_bytes`; the first
+        partition with data may exceed the limits by one batch so a consumer always progresses."""
+        out: list[tuple[TopicPartition, FetchPartitionResult]] = []
+        limit = max_bytes
+        min_one_message = True
+        for tp, info in fetch_infos:
+            try:
+                p = self.leader_partition(tp)
+                p.check_leader_epoch(info.current_leader_epoch)
+                upper = p.fetch_upper_bound(isolation_level, is_follower=False)
+                hw, lso, lso_start = p.high_watermark, p.last_stable_offset, p.log_start_offset
+                adjusted = max(0, min(info.partition_max_bytes, limit))
+                data = p.log.read(info.fetch_offset, adjusted, upper, min_one_message)
+                result = FetchPartitionResult(ErrorCode.NONE, hw, lso, lso_start, data,
+                                              p.leader_id, p.leader_epoch)
+                if data.size > 0:
+                    min_one_message = False
+                limit = max(0, limit - data.size)
+            except Exception as e:
+                code, _msg = _error_of(e)
+                result = FetchPartitionResult(code)
+                p2 = self.partitions.get(tp)
+                if p2 is not None and code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    # Kafka reports the range so the client can reset.
+                    result.high_watermark = p2.high_watermark
+                    result.last_stable_offset = p2.last_stable_offset
+                    result.log_start_offset = p2.log_start_offset
+            out.append((tp, result))
+        return out
+
+    # -- list offsets ------------------------------------------------------------------------
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int,
+                                   current_leader_epoch: int, from_consumer: bool
+                                   ) -> ListOffsetsPartitionResult:
+        try:
+            p = self.leader_partition(tp)
+            p.check_leader_epoch(current_leader_epoch)
+        except KafkaApiError as e:
+            return ListOffsetsPartitionResult(e.code)
+        last_fetchable = (p.fetch_upper_bound(isolation_level, is_follower=False)
+                          if from_consumer else p.log_end_offset)
+        epoch = p.leader_epoch
+        if timestamp == LATEST_TIMESTAMP:
+            return ListOffsetsPartitionResult(ErrorCode.NONE, -1, last_fetchable, epoch)
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return ListOffsetsPartitionResult(ErrorCode.NONE, -1, p.log_start_offset, epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            # No tiered storage: Kafka answers "no such offset".
+            return ListOffsetsPartitionResult(ErrorCode.NONE, -1, -1, -1)
+        if timestamp == MAX_TIMESTAMP:
+            found = p.log.max_timestamp_and_offset()
+        elif timestamp < 0:
+            return ListOffsetsPartitionResult(ErrorCode.INVALID_REQUEST)
+        else:
+            found = p.log.fetch_offset_by_timestamp(timestamp)
+        if found is None or found[1] >= last_fetchable:
+            return ListOffsetsPartitionResult(ErrorCode.NONE, -1, -1, epoch)
+        return ListOffsetsPartitionResult(ErrorCode.NONE, found[0], found[1], epoch)
+
+    def shutdown(self) -> None:
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()

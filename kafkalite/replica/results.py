@@ -1,0 +1,52 @@
+"""What the replica manager hands back to the Produce / Fetch / ListOffsets handlers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from kafkalite.log.log import FetchDataInfo
+from kafkalite.protocol.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class ProducePartitionResult:
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: Optional[str] = None
+    record_errors: list[tuple[int, Optional[str]]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class FetchPartitionRequest:
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    data: Optional[FetchDataInfo] = None
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+    @property
+    def size(self) -> int:
+        return self.data.size if self.data is not None else 0
+
+    def records(self) -> bytes:
+        return self.data.read_bytes() if self.data is not None else b""
+
+
+@dataclass(slots=True)
+class ListOffsetsPartitionResult:
+    error: ErrorCode
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1

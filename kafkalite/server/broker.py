@@ -1,0 +1,145 @@
+"""KafkaServer: wires the components together, starts them in order, and shuts them down
+cleanly (in-flight requests answered, logs flushed, checkpoints and the clean-shutdown marker
+written)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from pathlib import Path
+from typing import Optional
+
+from kafkalite.config.server_config import KafkaConfig
+from kafkalite.controller.local_controller import LocalController
+from kafkalite.controller.metadata_store import LocalMetadataStore
+from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkalite.log.log_manager import LogManager
+from kafkalite.network.socket_server import Endpoint, SocketServer
+from kafkalite.purgatory import SystemTimer
+from kafkalite.replica.replica_manager import ReplicaManager
+from kafkalite.server.fetch_session import FetchSessionCache
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.handlers import (api_versions, create_topics, delete_topics, fetch,
+                                       init_producer_id, list_offsets, metadata, produce)
+from kafkalite.server.kafka_apis import KafkaApis
+from kafkalite.server.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+from kafkalite.server.scheduler import Scheduler
+from kafkalite.server.services import BrokerServices
+
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id if config.broker_id >= 0 else 0
+        self.started_at = time.monotonic()
+        self.socket_server: Optional[SocketServer] = None
+        self.log_manager: Optional[LogManager] = None
+        self.store: Optional[LocalMetadataStore] = None
+        self.timer: Optional[SystemTimer] = None
+        self.replica_manager: Optional[ReplicaManager] = None
+        self.scheduler = Scheduler()
+        self.bound: list[Endpoint] = []
+        self._shutdown_done = False
+
+    def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
+        if self.config.advertised_listeners:
+            return [BrokerEndpoint(e.name, e.host or socket.getfqdn(), e.port)
+                    for e in self.config.advertised_endpoints()]
+        return [BrokerEndpoint(e.listener_name, e.host if e.host not in ("", "0.0.0.0", "::") else socket.getfqdn(),
+                               e.port) for e in bound]
+
+    async def startup(self) -> list[Endpoint]:
+        cfg = self.config
+        log_dirs = cfg.log_dirs_list()
+        for d in log_dirs:
+            Path(d).mkdir(parents=True, exist_ok=True)
+        default_log_config = cfg.log_config()
+        self.log_manager = LogManager(log_dirs, default_log_config)
+        # Opening logs reads files (and recovers them after a crash): keep it off the loop.
+        await asyncio.to_thread(self.log_manager.startup)
+        self.store = LocalMetadataStore(Path(log_dirs[0]))
+        self.store.load()
+
+        self.timer = SystemTimer()
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.timer)
+        cache = MetadataCache(self.store.cluster_id())
+
+        specs: list[ApiSpec] = []
+        self.socket_server = SocketServer(
+            [Endpoint(e.name, e.host, e.port) for e in cfg.listener_endpoints()],
+            lambda conn, frame: apis.handle_frame(conn, frame),
+            max_request_bytes=cfg.socket_request_max_bytes,
+            send_buffer_bytes=cfg.socket_send_buffer_bytes,
+            receive_buffer_bytes=cfg.socket_receive_buffer_bytes)
+        self.bound = await self.socket_server.bind()
+
+        broker_info = BrokerInfo(self.broker_id, tuple(self._advertised(self.bound)), cfg.broker_rack)
+        controller = LocalController(
+            self.broker_id, self.store, self.replica_manager, cache, default_log_config,
+            cfg.num_partitions, cfg.default_replication_factor, broker_info, cfg.delete_topic_enable)
+        controller.startup()
+        services = BrokerServices(
+            broker_id=self.broker_id, config=cfg, metadata_cache=cache,
+            replica_manager=self.replica_manager, controller=controller,
+            producer_id_manager=ProducerIdManager(self.broker_id, self.store),
+            fetch_sessions=FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots))
+        specs += [
+            api_versions.make(lambda: specs),
+            metadata.make(services),
+            create_topics.make(services),
+            delete_topics.make(services),
+            produce.make(services),
+            fetch.make(services),
+            list_offsets.make(services),
+            init_producer_id.make(services),
+        ]
+        apis = KafkaApis(specs)
+        self._schedule_maintenance()
+        await self.socket_server.start_serving()
+        return self.bound
+
+    def _schedule_maintenance(self) -> None:
+        cfg = self.config
+        lm = self.log_manager
+        rm = self.replica_manager
+        assert lm is not None and rm is not None
+
+        def retention() -> None:
+            now = int(time.time() * 1000)
+            for tp, p in list(rm.partitions.items()):
+                deleted = p.log.delete_old_segments(now, upper_bound_offset=p.high_watermark)
+                if deleted:
+                    log.info("retention deleted %d segment(s) of %s", deleted, tp)
+
+        def flush() -> None:
+            for p in list(rm.partitions.values()):
+                p.log.flush()
+
+        self.scheduler.schedule("kafka-log-retention", retention, cfg.log_retention_check_interval_ms,
+                                initial_delay_ms=30_000 if cfg.log_retention_check_interval_ms > 30_000 else None)
+        self.scheduler.schedule("kafka-recovery-point-checkpoint", lm.checkpoint_recovery_points,
+                                cfg.log_flush_offset_checkpoint_interval_ms)
+        self.scheduler.schedule("kafka-log-start-offset-checkpoint", lm.checkpoint_log_start_offsets,
+                                cfg.log_flush_start_offset_checkpoint_interval_ms)
+        flush_ms = cfg.log_flush_interval_ms_effective()
+        if flush_ms < 2**62:
+            self.scheduler.schedule("kafka-log-flusher", flush, flush_ms)
+
+    async def shutdown(self) -> None:
+        if self._shutdown_done:
+            return
+        self._shutdown_done = True
+        if self.socket_server is not None:
+            await self.socket_server.shutdown()
+        await self.scheduler.shutdown()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.timer is not None:
+            self.timer.shutdown()
+        if self.log_manager is not None:
+            await asyncio.to_thread(self.log_manager.shutdown)
+        if self.store is not None:
+            self.store.close()

@@ -1,0 +1,64 @@
+"""CreateTopics (key 19): validated by the controller; answers carry the topic id and, from v5,
+the partition count, replication factor and effective configs."""
+from __future__ import annotations
+
+from collections import Counter
+
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+
+from kafkalite.config.topic_config import effective_topic_configs
+from kafkalite.controller.local_controller import NewTopic, TopicResult
+from kafkalite.controller.metadata_store import TopicRecord
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.request_context import RequestContext
+from kafkalite.server.services import BrokerServices
+from kafkalite.server.handlers.metadata import ZERO_UUID
+
+API_KEY = 19
+MIN_VERSION, MAX_VERSION = 2, 7
+
+CONFIG_SOURCE_DYNAMIC_TOPIC = 1
+CONFIG_SOURCE_DEFAULT = 5
+
+
+def make(services: BrokerServices) -> ApiSpec:
+    async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+        Resp = CreateTopicsResponse[ctx.api_version]
+        R = Resp.CreatableTopicResult
+        counts = Counter(t.name for t in req.topics)
+        results: list[TopicResult] = []
+        new_topics = []
+        for t in req.topics:
+            if counts[t.name] > 1:
+                continue
+            new_topics.append(NewTopic(
+                name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in (t.assignments or [])},
+                configs={c.name: c.value for c in (t.configs or [])}))
+        created = {r.name: r for r in services.controller.create_topics(new_topics, bool(req.validate_only))}
+        out = []
+        for name in dict.fromkeys(t.name for t in req.topics):
+            if counts[name] > 1:
+                out.append(R(name=name, topic_id=ZERO_UUID, error_code=ErrorCode.INVALID_REQUEST,
+                             error_message=f"Create topics request from client contains duplicate topic {name}",
+                             num_partitions=-1, replication_factor=-1, configs=[]))
+                continue
+            r = created[name]
+            if r.error != ErrorCode.NONE or r.record is None:
+                out.append(R(name=name, topic_id=ZERO_UUID, error_code=r.error, error_message=r.message,
+                             num_partitions=-1, replication_factor=-1, configs=[]))
+                continue
+            rec: TopicRecord = r.record
+            assert r.log_config is not None
+            configs = [Resp.CreatableTopicResult.CreatableTopicConfigs(
+                name=k, value=v, read_only=False,
+                config_source=CONFIG_SOURCE_DYNAMIC_TOPIC if k in rec.configs else CONFIG_SOURCE_DEFAULT,
+                is_sensitive=False) for k, v in sorted(effective_topic_configs(r.log_config).items())]
+            out.append(R(name=name, topic_id=rec.topic_id, error_code=ErrorCode.NONE, error_message=None,
+                         num_partitions=rec.num_partitions,
+                         replication_factor=len(next(iter(rec.assignment.values()))),
+                         configs=configs))
+        return Resp(throttle_time_ms=0, topics=out)
+
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

@@ -1,0 +1,137 @@
+"""Fetch (key 1), v4+: long-poll reads through the replica manager, incremental fetch sessions,
+topic ids from v13."""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Optional
+
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.replica.partition import TopicPartition
+from kafkalite.replica.results import FetchPartitionRequest, FetchPartitionResult
+from kafkalite.server.fetch_session import (CachedPartition, FetchSessionError, INVALID_SESSION_ID,
+                                            PartitionKey, RequestedPartition)
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.handlers.metadata import ZERO_UUID
+from kafkalite.server.request_context import RequestContext
+from kafkalite.server.services import BrokerServices
+
+API_KEY = 1
+MIN_VERSION, MAX_VERSION = 4, 18
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def make(services: BrokerServices) -> ApiSpec:
+    cache = services.metadata_cache
+    replica_manager = services.replica_manager
+    sessions = services.fetch_sessions
+
+    async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+        v = ctx.api_version
+        Resp = FetchResponse[v]
+        uses_topic_ids = v >= 13
+        replica_id = req.replica_state.replica_id if (v >= 15 and req.replica_state is not None) else \
+            (req.replica_id if v < 15 else -1)
+        requested: list[RequestedPartition] = []
+        for t in req.topics:
+            if uses_topic_ids:
+                tid = t.topic_id or ZERO_UUID
+                name = cache.topic_name(tid) or ""
+            else:
+                tid, name = ZERO_UUID, t.topic
+            for p in t.partitions:
+                requested.append(RequestedPartition((tid, name, p.partition), p.fetch_offset,
+                                                    p.partition_max_bytes,
+                                                    p.current_leader_epoch if v >= 9 else -1,
+                                                    p.log_start_offset))
+        forgotten: list[PartitionKey] = []
+        for f in (req.forgotten_topics_data or []) if v >= 7 else []:
+            if uses_topic_ids:
+                tid = f.topic_id or ZERO_UUID
+                name = cache.topic_name(tid) or ""
+            else:
+                tid, name = ZERO_UUID, f.topic
+            forgotten += [(tid, name, p) for p in f.partitions]
+
+        now = _now_ms()
+        session_id = req.session_id if v >= 7 else 0
+        epoch = req.session_epoch if v >= 7 else -1
+        try:
+            fctx = sessions.new_context(session_id, epoch, requested, forgotten, uses_topic_ids, now)
+        except FetchSessionError as e:
+            return Resp(throttle_time_ms=0, error_code=e.code, session_id=INVALID_SESSION_ID, responses=[])
+
+        # Partitions with an unknown topic id / name answer with an error and are not read.
+        errors: dict[PartitionKey, ErrorCode] = {}
+        to_read: list[tuple[TopicPartition, FetchPartitionRequest]] = []
+        keys_read: list[PartitionKey] = []
+        for cp in fctx.partitions:
+            tid, name, partition = cp.key
+            if replica_id >= 0:
+                errors[cp.key] = ErrorCode.NOT_LEADER_OR_FOLLOWER   # no followers on this broker
+            elif uses_topic_ids and not name:
+                errors[cp.key] = ErrorCode.UNKNOWN_TOPIC_ID
+            elif not cache.contains(name):
+                errors[cp.key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                to_read.append((TopicPartition(name, partition),
+                                FetchPartitionRequest(cp.fetch_offset, cp.max_bytes, cp.current_leader_epoch,
+                                                      cp.log_start_offset)))
+                keys_read.append(cp.key)
+        max_wait = req.max_wait_ms if not errors else 0
+        results = await replica_manager.fetch_messages(max_wait, req.min_bytes, req.max_bytes,
+                                                       req.isolation_level, to_read) if to_read else []
+        by_key: dict[PartitionKey, FetchPartitionResult] = {k: r for k, (_tp, r) in zip(keys_read, results)}
+        for k, code in errors.items():
+            by_key[k] = FetchPartitionResult(code)
+
+        # Shape the response for the context.
+        isolation = req.isolation_level
+        included: list[tuple[CachedPartition, FetchPartitionResult]] = []
+        if fctx.kind == "incremental":
+            session = fctx.session
+            assert session is not None
+            for cp in list(session.partitions.values()):
+                r = by_key.get(cp.key)
+                if r is None:
+                    continue
+                if cp.maybe_update_response(r.error, r.high_watermark, r.last_stable_offset,
+                                            r.log_start_offset, r.size > 0):
+                    included.append((cp, r))
+                    if r.size > 0:
+                        # fairness (KIP-227): partitions that returned data go to the back
+                        session.partitions.move_to_end(cp.key)
+            response_session_id = session.session_id
+        else:
+            for cp in fctx.partitions:
+                r = by_key[cp.key]
+                cp.maybe_update_response(r.error, r.high_watermark, r.last_stable_offset,
+                                         r.log_start_offset, r.size > 0)
+                included.append((cp, r))
+            response_session_id = INVALID_SESSION_ID
+            if fctx.kind == "full" and v >= 7:
+                response_session_id = sessions.maybe_create(fctx.partitions, uses_topic_ids, now)
+
+        T = Resp.FetchableTopicResponse
+        P = T.PartitionData
+        topics: list = []
+        last_key: Optional[tuple[uuid.UUID, str]] = None
+        for cp, r in included:
+            tid, name, partition = cp.key
+            if (tid, name) != last_key:
+                topics.append(T(topic_id=tid, partitions=[]) if uses_topic_ids else T(topic=name, partitions=[]))
+                last_key = (tid, name)
+            topics[-1].partitions.append(P(
+                partition_index=partition, error_code=r.error, high_watermark=r.high_watermark,
+                last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
+                aborted_transactions=[] if isolation == 1 else None, preferred_read_replica=-1,
+                records=r.records()))
+        return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
+                    responses=topics)
+
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

@@ -1,0 +1,55 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local
+(-4, v8+), latest tiered (-5, v9+), or the first offset at/after a timestamp."""
+from __future__ import annotations
+
+from collections import Counter
+
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.replica.partition import TopicPartition
+from kafkalite.replica.replica_manager import (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
+                                               MAX_TIMESTAMP)
+from kafkalite.replica.results import ListOffsetsPartitionResult
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.request_context import RequestContext
+from kafkalite.server.services import BrokerServices
+
+API_KEY = 2
+MIN_VERSION, MAX_VERSION = 1, 10
+
+# the first version at which each special timestamp may be asked for
+_MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
+CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
+
+
+def make(services: BrokerServices) -> ApiSpec:
+    replica_manager = services.replica_manager
+
+    async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+        v = ctx.api_version
+        Resp = ListOffsetsResponse[v]
+        T = Resp.ListOffsetsTopicResponse
+        P = T.ListOffsetsPartitionResponse
+        isolation = req.isolation_level if v >= 2 else 0
+        from_consumer = req.replica_id in (CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID) or req.replica_id < 0
+        counts = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                if counts[(t.name, p.partition_index)] > 1:
+                    r = ListOffsetsPartitionResult(ErrorCode.INVALID_REQUEST)
+                elif v < _MIN_VERSION_FOR.get(p.timestamp, 0):
+                    r = ListOffsetsPartitionResult(ErrorCode.UNSUPPORTED_VERSION)
+                else:
+                    r = replica_manager.fetch_offset_for_timestamp(
+                        TopicPartition(t.name, p.partition_index), p.timestamp, isolation,
+                        p.current_leader_epoch if v >= 4 else -1, from_consumer)
+                parts.append(P(partition_index=p.partition_index, error_code=r.error,
+                               timestamp=r.timestamp, offset=r.offset, leader_epoch=r.leader_epoch))
+            topics.append(T(name=t.name, partitions=parts))
+        return Resp(throttle_time_ms=0, topics=topics)
+
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

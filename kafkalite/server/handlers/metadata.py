@@ -1,0 +1,100 @@
+"""Metadata (key 3): brokers, controller, cluster id, topics with partitions, leaders, ISR and
+topic ids; auto-creates topics as Kafka does when allowed."""
+from __future__ import annotations
+
+import uuid
+from typing import Optional
+
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from kafkalite.controller.local_controller import NewTopic
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.request_context import RequestContext
+from kafkalite.server.services import BrokerServices
+from kafkalite.server.topic_validation import is_internal, topic_name_error
+
+API_KEY = 3
+MIN_VERSION, MAX_VERSION = 0, 13
+
+# With no authorizer Kafka reports every operation the resource type supports.
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def make(services: BrokerServices) -> ApiSpec:
+    cache = services.metadata_cache
+
+    def topic_metadata(Resp: type, name: Optional[str], topic_id: Optional[uuid.UUID],
+                       include_ops: bool, error: ErrorCode = ErrorCode.NONE):
+        T = Resp.MetadataResponseTopic
+        info = cache.topic(name) if name is not None else None
+        ops = TOPIC_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+        if info is None:
+            return T(error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
+                     is_internal=bool(name and is_internal(name)), partitions=[], authorized_operations=ops)
+        P = T.MetadataResponsePartition
+        parts = [P(error_code=ErrorCode.NONE, partition_index=p.partition, leader_id=p.leader,
+                   leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+                   offline_replicas=list(p.offline_replicas))
+                 for p in sorted(info.partitions.values(), key=lambda p: p.partition)]
+        return T(error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id,
+                 is_internal=info.is_internal, partitions=parts, authorized_operations=ops)
+
+    async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+        v = ctx.api_version
+        Resp = MetadataResponse[v]
+        include_ops = bool(req.include_topic_authorized_operations) if v >= 8 else False
+        allow_auto_create = (req.allow_auto_topic_creation if v >= 4 else True) and \
+            services.config.auto_create_topics_enable
+        topics = []
+        if req.topics is None or (v == 0 and len(req.topics) == 0):
+            topics = [topic_metadata(Resp, n, None, include_ops) for n in cache.topic_names()]
+        else:
+            to_create: list[str] = []
+            for t in req.topics:
+                name, tid = t.name, (t.topic_id if v >= 10 else None)
+                if name is None and tid is not None and tid != ZERO_UUID:
+                    name = cache.topic_name(tid)
+                    if name is None:
+                        topics.append(topic_metadata(Resp, None, tid, include_ops, ErrorCode.UNKNOWN_TOPIC_ID))
+                        continue
+                if name is None:
+                    topics.append(topic_metadata(Resp, None, None, include_ops, ErrorCode.INVALID_REQUEST))
+                    continue
+                if cache.contains(name):
+                    topics.append(topic_metadata(Resp, name, None, include_ops))
+                elif topic_name_error(name) is not None:
+                    topics.append(topic_metadata(Resp, name, None, include_ops, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                elif allow_auto_create and not is_internal(name):
+                    to_create.append(name)
+                    # Kafka (ZooKeeper mode) answers a topic it just created with LEADER_NOT_AVAILABLE;
+                    # the client retries and finds the leader.
+                    topics.append(topic_metadata(Resp, name, None, include_ops, ErrorCode.LEADER_NOT_AVAILABLE))
+                else:
+                    topics.append(topic_metadata(Resp, name, None, include_ops, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            if to_create:
+                results = services.controller.create_topics([NewTopic(n) for n in dict.fromkeys(to_create)],
+                                                            validate_only=False)
+                failed = {r.name: r.error for r in results
+                          if r.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)}
+                for t in topics:
+                    if t.name in failed:
+                        t.error_code = failed[t.name]
+        brokers = []
+        for b in cache.alive_brokers():
+            ep = b.endpoint(ctx.listener_name)
+            if ep is not None:
+                brokers.append(Resp.MetadataResponseBroker(node_id=b.broker_id, host=ep.host, port=ep.port,
+                                                           rack=b.rack))
+        kwargs = dict(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
+                      controller_id=cache.controller_id, topics=topics, error_code=ErrorCode.NONE)
+        if 8 <= v <= 10:
+            kwargs["authorized_operations"] = (CLUSTER_AUTHORIZED_OPERATIONS
+                                                       if req.include_cluster_authorized_operations
+                                                       else AUTHORIZED_OPERATIONS_OMITTED)
+        return Resp(**kwargs)
+
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

@@ -1,0 +1,126 @@
+"""Produce (key 0), v3+ (record batches of magic 2 only).
+
+acks=0 gets no response; but if any partition failed, Kafka closes the connection so that the
+client notices, and so do we."""
+from __future__ import annotations
+
+import struct
+from typing import Optional
+
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from kafkalite.network.socket_server import CloseConnection
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.replica.partition import TopicPartition
+from kafkalite.replica.results import ProducePartitionResult
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.handlers.metadata import ZERO_UUID
+from kafkalite.server.request_context import RequestContext
+from kafkalite.server.services import BrokerServices
+from kafkalite.server.topic_validation import is_internal
+
+API_KEY = 0
+MIN_VERSION, MAX_VERSION = 3, 13
+
+_MAGIC_OFFSET = 16
+_ATTRIBUTES_OFFSET = 21
+_LENGTH = struct.Struct(">i")
+_ZSTD = 4
+
+
+def validate_records(version: int, records: Optional[bytes]) -> Optional[tuple[ErrorCode, str]]:
+    """Kafka's ProduceRequest.validateRecords: exactly one magic-2 batch per partition."""
+    if not records or len(records) < 17:
+        return ErrorCode.INVALID_RECORD, (f"Produce requests with version {version} must have at least "
+                                          "one record batch per partition")
+    if records[_MAGIC_OFFSET] != 2:
+        return ErrorCode.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
+                                          "contain record batches with magic version 2")
+    if version < 7 and len(records) > _ATTRIBUTES_OFFSET + 1 and \
+            _LENGTH.unpack_from(b"\0\0" + records[_ATTRIBUTES_OFFSET:_ATTRIBUTES_OFFSET + 2])[0] & 0x7 == _ZSTD:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, ("Produce requests with version "
+                                                        f"{version} are not allowed to use ZStandard compression")
+    batch_size = 12 + _LENGTH.unpack_from(records, 8)[0]
+    rest = len(records) - batch_size
+    # A second batch is there when a whole one follows the first (Kafka's batch iterator rule).
+    if batch_size > 12 and rest >= 12 and 12 + _LENGTH.unpack_from(records, batch_size + 8)[0] <= rest:
+        return ErrorCode.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
+                                          "contain exactly one record batch per partition")
+    return None
+
+
+def make(services: BrokerServices) -> ApiSpec:
+    cache = services.metadata_cache
+    replica_manager = services.replica_manager
+
+    async def handle(ctx: RequestContext, req: ProduceRequest) -> Optional[ProduceResponse]:
+        v = ctx.api_version
+        acks = req.acks
+        errors: dict[tuple[str, object], dict[int, ProducePartitionResult]] = {}
+        entries: dict[TopicPartition, bytes] = {}
+        order: list[tuple[object, str, object, list[int]]] = []   # (topic key, name, id, partitions)
+        for t in req.topic_data:
+            if v >= 13:
+                tid = t.topic_id
+                name = cache.topic_name(tid) if tid is not None else None
+                key: object = tid
+            else:
+                tid, name, key = None, t.name, t.name
+            indices = [p.index for p in t.partition_data]
+            order.append((key, name, tid, indices))
+            errs = errors.setdefault((name or "", key), {})
+            for p in t.partition_data:
+                if acks not in (-1, 0, 1):
+                    errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS)
+                    continue
+                if name is None:
+                    errs[p.index] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_ID)
+                    continue
+                if not cache.contains(name):
+                    errs[p.index] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                if is_internal(name):
+                    errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                           error_message=f"Cannot append to internal topic {name}")
+                    continue
+                if req.transactional_id is not None:
+                    # The transaction coordinator arrives in a later issue; until then no
+                    # transactional write can be valid here.
+                    errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_TXN_STATE,
+                                                           error_message="transactions are not supported")
+                    continue
+                invalid = validate_records(v, p.records)
+                if invalid is not None:
+                    errs[p.index] = ProducePartitionResult(invalid[0], error_message=invalid[1])
+                    continue
+                entries[TopicPartition(name, p.index)] = p.records
+        appended = await replica_manager.append_records(req.timeout_ms, acks, entries) if entries else {}
+
+        if acks == 0:
+            if any(r.error != ErrorCode.NONE for e in errors.values() for r in e.values()) or \
+                    any(r.error != ErrorCode.NONE for r in appended.values()):
+                raise CloseConnection("error in an acks=0 produce request")
+            return None
+
+        Resp = ProduceResponse[v]
+        T = Resp.TopicProduceResponse
+        P = T.PartitionProduceResponse
+        topics = []
+        for key, name, tid, indices in order:
+            errs = errors[(name or "", key)]
+            parts = []
+            for idx in indices:
+                r = errs.get(idx) or appended.get(TopicPartition(name or "", idx)) or \
+                    ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR)
+                parts.append(P(index=idx, error_code=r.error, base_offset=r.base_offset,
+                               log_append_time_ms=r.log_append_time, log_start_offset=r.log_start_offset,
+                               record_errors=[T.PartitionProduceResponse.BatchIndexAndErrorMessage(
+                                   batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
+                               error_message=r.error_message if r.error != ErrorCode.NONE else None))
+            if v >= 13:
+                topics.append(T(topic_id=tid if tid is not None else ZERO_UUID, partition_responses=parts))
+            else:
+                topics.append(T(name=name, partition_responses=parts))
+        return Resp(responses=topics, throttle_time_ms=0)
+
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

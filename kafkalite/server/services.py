@@ -1,0 +1,22 @@
+"""The managers a handler may use, gathered so handler modules take one argument."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkalite.config.server_config import KafkaConfig
+from kafkalite.controller.local_controller import LocalController
+from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkalite.replica.replica_manager import ReplicaManager
+from kafkalite.server.fetch_session import FetchSessionCache
+from kafkalite.server.metadata_cache import MetadataCache
+
+
+@dataclass
+class BrokerServices:
+    broker_id: int
+    config: KafkaConfig
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    controller: LocalController
+    producer_id_manager: ProducerIdManager
+    fetch_sessions: FetchSessionCache
