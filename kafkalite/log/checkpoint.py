@@ -1,0 +1,139 @@
+"""Checkpoint files of a log directory, in Apache Kafka's formats.
+
+* offset checkpoints (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``)::
+
+      0                 <- version
+      2                 <- number of entries
+      my-topic 0 1234   <- topic partition offset
+      my-topic 1 99
+
+* ``partition.metadata`` in each partition directory::
+
+      version: 0
+      topic_id: <topic id, URL-safe base64 of the 16 UUID bytes, unpadded>
+
+Writes are atomic: write ``<file>.tmp``, fsync it, rename over the target, fsync the directory
+— a crash leaves the old or the new file, never a torn one.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from pathlib import Path
+from typing import Mapping
+
+CHECKPOINT_VERSION = 0
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+PARTITION_METADATA_FILE = "partition.metadata"
+PARTITION_METADATA_VERSION = 0
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is malformed."""
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def format_offset_checkpoint(entries: Mapping[tuple[str, int], int]) -> bytes:
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    for (topic, partition), offset in sorted(entries.items()):
+        lines.append(f"{topic} {partition} {offset}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def parse_offset_checkpoint(text: str, name: str = "checkpoint") -> dict[tuple[str, int], int]:
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"Malformed {name}: missing version or count")
+    try:
+        version = int(lines[0].strip())
+        count = int(lines[1].strip())
+    except ValueError as e:
+        raise CheckpointError(f"Malformed {name}: {e}") from e
+    if version != CHECKPOINT_VERSION:
+        raise CheckpointError(f"Unrecognized version of the {name}: {version}")
+    body = [line for line in lines[2:] if line.strip()]
+    if len(body) != count:
+        raise CheckpointError(f"Malformed {name}: expected {count} entries, found {len(body)}")
+    out: dict[tuple[str, int], int] = {}
+    for line in body:
+        parts = line.split()
+        if len(parts) != 3:
+            raise CheckpointError(f"Malformed line in {name}: {line!r}")
+        try:
+            out[(parts[0], int(parts[1]))] = int(parts[2])
+        except ValueError as e:
+            raise CheckpointError(f"Malformed line in {name}: {line!r}") from e
+    return out
+
+
+def write_offset_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
+    atomic_write(path, format_offset_checkpoint(entries))
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Entries of a checkpoint file; {} when it does not exist. Raises CheckpointError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    return parse_offset_checkpoint(text, path.name)
+
+
+# -- topic ids --------------------------------------------------------------------------------
+
+def topic_id_to_string(topic_id: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
+def topic_id_from_string(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise CheckpointError(f"Invalid topic id {text!r}")
+    return uuid.UUID(bytes=raw)
+
+
+def write_partition_metadata(dir: Path, topic_id: uuid.UUID) -> None:
+    data = (f"version: {PARTITION_METADATA_VERSION}\n"
+            f"topic_id: {topic_id_to_string(topic_id)}\n").encode("ascii")
+    atomic_write(dir / PARTITION_METADATA_FILE, data)
+
+
+def read_partition_metadata(dir: Path) -> uuid.UUID | None:
+    """The topic id from ``partition.metadata``; None if the file does not exist."""
+    try:
+        text = (dir / PARTITION_METADATA_FILE).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            fields[k.strip()] = v.strip()
+    if fields.get("version") != str(PARTITION_METADATA_VERSION) or "topic_id" not in fields:
+        raise CheckpointError(f"Malformed {PARTITION_METADATA_FILE} in {dir}: {text!r}")
+    return topic_id_from_string(fields["topic_id"])

@@ -1,0 +1,809 @@
+"""Log: the segments of one partition directory ``<topic>-<partition>`` (Kafka's UnifiedLog +
+LocalLog, without tiered storage).
+
+Appends validate every batch of the payload, assign offsets (rewriting baseOffset and the
+partition leader epoch, outside the CRC), stamp LogAppendTime when configured, check the
+idempotent producer's sequence, roll the active segment if needed *before* writing, and write
+the whole payload with one gather write — all-or-nothing. Reads return file slices of whole
+batches so the network layer can sendfile them or pread them.
+
+Single writer: the Log is driven from one thread (the broker's event loop); reads use pread on
+per-segment descriptors and keep no shared cursor, so a replica fetcher can read too.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, NamedTuple
+
+from kafkalite.config.log_config import LogConfig
+from kafkalite.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
+from kafkalite.log.errors import (InconsistentTopicIdError, InvalidRecordError, LogError,
+                                  OffsetOutOfRangeError, OffsetsOutOfOrderError,
+                                  RecordBatchTooLargeError, UnexpectedAppendOffsetError)
+from kafkalite.log.producer_state import (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION,
+                                          ProducerStateManager)
+from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader,
+                                        decode_records, split_batches, stamped_header,
+                                        validate_batch)
+from kafkalite.log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
+                                   SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment,
+                                   SegmentFile, TimestampAndOffset, log_file, offset_index_file,
+                                   time_index_file, txn_index_file)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Log", "LogAppendInfo", "FetchDataInfo", "FileSlice", "TimestampAndOffset",
+           "parse_topic_partition", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR", "ORIGIN_REPLICATION"]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+    """``<topic>-<partition>``: topic names may contain '-' and '.', so split at the LAST '-'."""
+    topic, sep, part = dir_name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"Not a partition directory name: {dir_name!r}")
+    return topic, int(part)
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int            # -1 unless LogAppendTime (a duplicate: the original's)
+    log_start_offset: int
+    num_batches: int
+    valid_bytes: int
+    duplicate: bool = False
+    num_records: int = 0
+
+
+class FileSlice(NamedTuple):
+    fd: int
+    position: int
+    size: int
+
+
+@dataclass(slots=True)
+class FetchDataInfo:
+    """Whole batches as they lie in the segment files.
+
+    ``file_slices`` are ``(fd, position, size)`` for sendfile; :meth:`read_bytes` preads them.
+    The result keeps the segment files open (``_files``) so a descriptor stays valid — and is
+    never a reused number — for as long as the result is alive, even if the segment is deleted.
+    """
+    fetch_offset: int
+    file_slices: list[FileSlice]
+    size: int
+    _files: tuple[SegmentFile, ...] = field(default=(), repr=False)
+
+    @property
+    def first_entry_incomplete(self) -> bool:
+        return False    # only whole batches are returned
+
+    def read_bytes(self) -> bytes:
+        """The bytes of every slice (short if a truncation raced the read)."""
+        if not self.file_slices:
+            return b""
+        parts = [os.pread(fd, size, pos) for fd, pos, size in self.file_slices]
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _as_byte_view(records: bytes | bytearray | memoryview) -> memoryview:
+    mv = records if isinstance(records, memoryview) else memoryview(records)
+    if mv.ndim != 1 or mv.format not in ("B", "b", "c"):
+        mv = mv.cast("B")
+    elif mv.format != "B":
+        mv = mv.cast("B")
+    if not mv.c_contiguous:
+        mv = memoryview(mv.tobytes())
+    return mv
+
+
+def _base_offset_of(name: str) -> int | None:
+    prefix = name[:20]
+    if len(name) > 20 and name[20] == "." and prefix.isdigit():
+        return int(prefix)
+    return None
+
+
+class Log:
+    def __init__(self, dir: Path, config: LogConfig, segments: list[LogSegment], *,
+                 log_start_offset: int, recovery_point: int, log_end_offset: int,
+                 now_ms: int) -> None:
+        self.dir = dir
+        self._config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._next_offset = log_end_offset
+        self._last_flush_ms = now_ms
+        self._closed = False
+        self.producer_state = ProducerStateManager()
+        try:
+            self.topic, self.partition = parse_topic_partition(dir.name)
+        except ValueError:
+            self.topic, self.partition = dir.name, -1
+        self._topic_id: uuid.UUID | None = None
+        try:
+            self._topic_id = read_partition_metadata(dir)
+        except (ValueError, OSError) as e:
+            log.warning("%s: ignoring unreadable partition.metadata: %s", dir.name, e)
+
+    # -- loading -----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0,
+             log_start_offset: int = 0, had_clean_shutdown: bool = False,
+             now_ms: int | None = None) -> "Log":
+        """Load (and if needed recover) the log in ``dir``, creating the directory if absent.
+
+        Synchronous and possibly slow (recovery re-reads data): run it off the event loop.
+        """
+        now = _wall_ms() if now_ms is None else now_ms
+        dir = Path(dir)
+        dir.mkdir(parents=True, exist_ok=True)
+        swaps = _remove_temp_files_and_collect_swaps(dir)
+        _complete_swaps(dir, swaps, config, now)
+        segments = _load_segments(dir, config, now)
+        if not had_clean_shutdown and segments:
+            _recover_from(segments, recovery_point)
+        if not segments:
+            segments = [_new_segment(dir, log_start_offset, config, now)]
+        log_end_offset = segments[-1].next_offset()
+        if log_end_offset < log_start_offset:
+            # Everything we have lies below the checkpointed log start: start over there.
+            log.warning("%s: log end offset %d below log start offset %d, deleting all segments",
+                        dir.name, log_end_offset, log_start_offset)
+            for s in segments:
+                s.delete()
+            segments = [_new_segment(dir, log_start_offset, config, now)]
+            log_end_offset = log_start_offset
+        segments[-1].resize_indexes(config.segment_index_bytes)
+        for s in segments[:-1]:
+            s.close_handlers()      # old segments map their indexes again only when read
+        start = max(log_start_offset, segments[0].base_offset)
+        rp = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
+        self = cls(dir, config, segments, log_start_offset=start, recovery_point=rp,
+                   log_end_offset=log_end_offset, now_ms=now)
+        self._rebuild_producer_state()
+        return self
+
+    def _rebuild_producer_state(self) -> None:
+        """Fold every batch header into fresh producer state (no snapshots yet)."""
+        psm = ProducerStateManager()
+        end = self._next_offset
+        for seg in self._segments:
+            psm.apply_replicated(h for _p, h in seg.iter_headers() if h.base_offset < end)
+        psm.map_end_offset = end
+        self.producer_state = psm
+
+    # -- properties --------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings take effect from the next operation (index size: from the next roll)."""
+        self._config = config
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._next_offset - self._recovery_point
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        return self._topic_id
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id in ``partition.metadata`` (Kafka raises on a different one)."""
+        if self._topic_id is not None:
+            if self._topic_id != topic_id:
+                raise InconsistentTopicIdError(
+                    f"Tried to assign topic ID {topic_id} to log for {self.name}, but log "
+                    f"already contained topic ID {self._topic_id}")
+            return
+        write_partition_metadata(self.dir, topic_id)
+        self._topic_id = topic_id
+
+    @property
+    def _is_compacted(self) -> bool:
+        return "compact" in (p.strip() for p in self._config.cleanup_policy.split(","))
+
+    @property
+    def _is_delete(self) -> bool:
+        return "delete" in (p.strip() for p in self._config.cleanup_policy.split(","))
+
+    # -- appending ---------------------------------------------------------------------------
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         now_ms: int, *, origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
+        """Validate, assign offsets from the log end offset, and append.
+
+        Raises the Kafka-mapped errors of :mod:`kafkalite.log.errors`; on any error nothing is
+        written. A retried idempotent batch returns the original offsets with
+        ``duplicate=True`` and appends nothing.
+        """
+        self._check_open()
+        mv = _as_byte_view(records)
+        batches, valid_bytes = split_batches(mv)
+        if not batches:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0)
+        config = self._config
+        from_client = origin == ORIGIN_CLIENT
+        for pos, h in batches:
+            validate_batch(mv, pos, h, from_client=from_client,
+                           max_message_bytes=config.max_message_bytes)
+        if from_client and self._is_compacted:
+            self._check_keys(mv, batches)
+        if valid_bytes > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {valid_bytes} bytes in append to partition {self.name}, "
+                f"which exceeds the maximum configured segment size of {config.segment_bytes}.")
+
+        stamp = now_ms if config.message_timestamp_type == "LogAppendTime" else None
+        offset = self._next_offset
+        assigned: list[BatchHeader] = []
+        max_ts, offset_of_max_ts = NO_TIMESTAMP, -1
+        for _pos, h in batches:
+            if stamp is None:
+                nh = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            else:
+                nh = h._replace(base_offset=offset, partition_leader_epoch=leader_epoch,
+                                attributes=h.attributes | TIMESTAMP_TYPE_MASK, max_timestamp=stamp)
+            if nh.max_timestamp > max_ts:
+                max_ts, offset_of_max_ts = nh.max_timestamp, nh.last_offset
+            offset = nh.last_offset + 1
+            assigned.append(nh)
+        first_offset, last_offset = assigned[0].base_offset, offset - 1
+
+        updates, duplicate = self.producer_state.analyze(assigned, origin)
+        if duplicate is not None:
+            return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, max_ts,
+                                 offset_of_max_ts, duplicate.timestamp, self._log_start_offset,
+                                 len(batches), valid_bytes, True,
+                                 duplicate.last_offset - duplicate.first_offset + 1)
+
+        segment = self._maybe_roll(valid_bytes, max_ts, last_offset, first_offset, now_ms)
+        pieces: list[bytes | memoryview] = []
+        infos: list[tuple[int, int, int]] = []
+        for (pos, h), nh in zip(batches, assigned):
+            size = h.size
+            body = mv[pos:pos + size]
+            head = stamped_header(h, body, nh.base_offset, leader_epoch, stamp)
+            pieces.append(head)
+            pieces.append(body[len(head):])
+            infos.append((size, nh.last_offset, nh.max_timestamp))
+        segment.append(pieces, infos)
+        self._next_offset = last_offset + 1
+        self.producer_state.commit(updates, self._next_offset)
+        self._maybe_flush(now_ms)
+        return LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts,
+                             stamp if stamp is not None else -1, self._log_start_offset,
+                             len(batches), valid_bytes, False, last_offset - first_offset + 1)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview, *,
+                           now_ms: int | None = None) -> LogAppendInfo:
+        """Append batches replicated from the leader: offsets, epochs and timestamps are kept
+        as given (CRC still checked); offsets must increase and start at or after the log end
+        offset."""
+        self._check_open()
+        now = _wall_ms() if now_ms is None else now_ms
+        mv = _as_byte_view(records)
+        batches, valid_bytes = split_batches(mv)
+        if not batches:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0)
+        max_ts, offset_of_max_ts = NO_TIMESTAMP, -1
+        prev_last = -1
+        infos: list[tuple[int, int, int]] = []
+        headers: list[BatchHeader] = []
+        for pos, h in batches:
+            validate_batch(mv, pos, h, from_client=False)
+            if h.last_offset_delta < 0 or h.base_offset <= prev_last:
+                raise OffsetsOutOfOrderError(
+                    f"Out of order offsets found in append to {self.name}: batch at "
+                    f"{h.base_offset} after offset {prev_last}")
+            prev_last = h.last_offset
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max_ts = h.max_timestamp, h.last_offset
+            infos.append((h.size, h.last_offset, h.max_timestamp))
+            headers.append(h)
+        first_offset, last_offset = headers[0].base_offset, headers[-1].last_offset
+        if first_offset < self._next_offset:
+            raise UnexpectedAppendOffsetError(
+                f"Unexpected offset in append to {self.name}. First offset {first_offset} is less "
+                f"than the next offset {self._next_offset}.", first_offset, last_offset)
+        if valid_bytes > self._config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {valid_bytes} bytes in append to partition {self.name}, "
+                f"which exceeds the maximum configured segment size of {self._config.segment_bytes}.")
+        updates, _dup = self.producer_state.analyze(headers, ORIGIN_REPLICATION)
+        segment = self._maybe_roll(valid_bytes, max_ts, last_offset, first_offset, now)
+        segment.append([mv[:valid_bytes]], infos)
+        self._next_offset = last_offset + 1
+        self.producer_state.commit(updates, self._next_offset)
+        self._maybe_flush(now)
+        return LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, -1,
+                             self._log_start_offset, len(batches), valid_bytes, False,
+                             sum(h.last_offset_delta + 1 for h in headers))
+
+    def _check_keys(self, mv: memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Compacted topics refuse records without a key (LogValidator.validateKey). This is
+        the one produce-path check that decodes records, as in Kafka."""
+        msg = f"Compacted topic cannot accept message without key in topic partition {self.name}."
+        errors: list[tuple[int, str | None]] = []
+        for pos, h in batches:
+            for i, r in enumerate(decode_records(mv[pos:pos + h.size], h)):
+                if r.key is None:
+                    errors.append((i, msg))
+        if errors:
+            raise InvalidRecordError(msg, record_errors=errors)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogError(f"Log {self.name} is closed")
+
+    def _maybe_flush(self, now_ms: int) -> None:
+        if self._next_offset - self._recovery_point >= self._config.flush_messages:
+            self.flush(now_ms=now_ms)
+
+    # -- rolling -----------------------------------------------------------------------------
+    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int,
+                    first_offset: int, now_ms: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.should_roll(self._config, messages_size, max_timestamp, max_offset, now_ms):
+            return self.roll(first_offset, now_ms=now_ms)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None, *, now_ms: int | None = None
+             ) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset)."""
+        self._check_open()
+        now = _wall_ms() if now_ms is None else now_ms
+        new_offset = max(expected_next_offset or 0, self._next_offset)
+        active = self._segments[-1]
+        if active.base_offset == new_offset:
+            if active.size == 0:
+                # Nothing to roll away from: restart the empty segment's clock instead.
+                active.created_ms = now
+                return active
+            raise LogError(f"Trying to roll a new segment for {self.name} with start offset "
+                           f"{new_offset} equal to the active segment's, which has data")
+        if new_offset < active.base_offset:
+            raise LogError(f"Trying to roll a new segment for {self.name} with start offset "
+                           f"{new_offset} below the active segment's {active.base_offset}")
+        active.on_become_inactive()
+        seg = _new_segment(self.dir, new_offset, self._config, now)
+        self._segments.append(seg)
+        self._bases.append(new_offset)
+        return seg
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = False) -> FetchDataInfo:
+        """Whole batches from the one containing ``fetch_offset``: none containing an offset at
+        or past ``max_offset`` (exclusive: the high watermark), at most ``max_bytes`` unless
+        ``min_one_message`` and the first batch alone is bigger (then that one batch)."""
+        self._check_open()
+        leo = self._next_offset
+        if fetch_offset < self._log_start_offset or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {fetch_offset} for partition {self.name}, but we "
+                f"only have log segments in the range {self._log_start_offset} to {leo}.")
+        if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
+            return FetchDataInfo(fetch_offset, [], 0)
+        segments = self._segments
+        i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+        slices: list[FileSlice] = []
+        files: list[SegmentFile] = []
+        total = 0
+        remaining = max(0, max_bytes)
+        first = True
+        while i < len(segments):
+            seg = segments[i]
+            r = seg.read(fetch_offset, remaining, None, min_one_message and first, max_offset)
+            i += 1
+            if r is None:
+                continue
+            pos, size, reached_end = r
+            if size > 0:
+                slices.append(FileSlice(seg.fd, pos, size))
+                files.append(seg.file)
+                total += size
+                remaining = max(0, remaining - size)
+                first = False
+            if not reached_end or remaining == 0:
+                break
+        return FetchDataInfo(fetch_offset, slices, total, tuple(files))
+
+    def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the batches from the one containing ``start_offset`` (default: all)."""
+        start = self._log_start_offset if start_offset is None else start_offset
+        i = max(0, bisect.bisect_right(self._bases, start) - 1)
+        for seg in list(self._segments[i:]):
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            for _p, h in seg.iter_headers(found[0]):
+                yield h
+
+    # -- timestamps --------------------------------------------------------------------------
+    def find_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """First record (at or after the log start offset) with timestamp >= target."""
+        for seg in list(self._segments):
+            if seg.size == 0 or seg.largest_timestamp() < target_timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(target_timestamp, self._log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record with timestamp >= target (ListOffsets)."""
+        found = self.find_offset_by_timestamp(target_timestamp)
+        return None if found is None else (found.timestamp, found.offset)
+
+    def find_max_timestamp(self) -> TimestampAndOffset | None:
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if seg.size == 0:
+                continue
+            if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = seg
+        return None if best is None else best.find_max_timestamp_record()
+
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """(timestamp, offset) of the record with the largest timestamp — the first such record
+        — for ListOffsets MAX_TIMESTAMP; (-1, -1) for an empty log."""
+        found = self.find_max_timestamp()
+        return (-1, -1) if found is None else (found.timestamp, found.offset)
+
+    # -- durability --------------------------------------------------------------------------
+    def flush(self, up_to_offset: int | None = None, *, now_ms: int | None = None) -> None:
+        """fsync the segments holding [recovery point, up_to_offset) and advance the recovery
+        point (default: everything)."""
+        self._check_open()
+        offset = self._next_offset if up_to_offset is None else min(up_to_offset, self._next_offset)
+        old = self._recovery_point
+        if offset <= old:
+            return
+        new_files = False
+        i = max(0, bisect.bisect_right(self._bases, old) - 1)
+        for seg in self._segments[i:]:
+            if seg.base_offset >= offset:
+                break
+            seg.flush()
+            new_files = new_files or seg.base_offset >= old
+        if new_files:
+            fsync_dir(self.dir)   # new segment files must survive too
+        self._recovery_point = offset
+        self._last_flush_ms = _wall_ms() if now_ms is None else now_ms
+
+    def close(self) -> None:
+        """Flush, write the final time index entries, trim the indexes, close the files."""
+        if self._closed:
+            return
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def close_handlers(self) -> None:
+        """Release mappings without flushing (the log is being deleted)."""
+        if self._closed:
+            return
+        for seg in self._segments:
+            seg.close_handlers()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- truncation --------------------------------------------------------------------------
+    def truncate_to(self, target_offset: int, *, now_ms: int | None = None) -> bool:
+        """Remove everything from ``target_offset`` on (the batch containing it goes whole; the
+        log end offset becomes ``target_offset`` as in Kafka). Returns whether anything changed."""
+        self._check_open()
+        if target_offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset")
+        if target_offset >= self._next_offset:
+            return False
+        now = _wall_ms() if now_ms is None else now_ms
+        if self._segments[0].base_offset > target_offset:
+            self.truncate_fully_and_start_at(target_offset, now_ms=now)
+            return True
+        keep = [s for s in self._segments if s.base_offset <= target_offset]
+        for s in self._segments[len(keep):]:
+            s.delete()
+        self._segments = keep
+        self._bases = [s.base_offset for s in keep]
+        keep[-1].truncate_to(target_offset, now)
+        self._next_offset = target_offset
+        self._log_start_offset = min(target_offset, self._log_start_offset)
+        self._recovery_point = min(self._recovery_point, target_offset)
+        self._rebuild_producer_state()
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int, *, now_ms: int | None = None) -> None:
+        """Delete every segment and start empty at ``new_offset``."""
+        self._check_open()
+        now = _wall_ms() if now_ms is None else now_ms
+        for s in self._segments:
+            s.delete()
+        self._segments = [_new_segment(self.dir, new_offset, self._config, now)]
+        self._bases = [new_offset]
+        self._next_offset = new_offset
+        self._log_start_offset = new_offset
+        self._recovery_point = new_offset
+        self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    # -- log start offset and retention ------------------------------------------------------
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int,
+                                         high_watermark: int | None = None) -> bool:
+        """Move the log start offset forward (DeleteRecords, retention). It may not pass the
+        high watermark (default: the log end offset). Returns whether it moved."""
+        self._check_open()
+        hw = self._next_offset if high_watermark is None else high_watermark
+        if new_log_start_offset > hw:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {new_log_start_offset} of partition "
+                f"{self.name} since it is larger than the high watermark {hw}")
+        if new_log_start_offset > self._log_start_offset:
+            self._log_start_offset = new_log_start_offset
+            if self._recovery_point < new_log_start_offset:
+                self._recovery_point = new_log_start_offset
+            return True
+        return False
+
+    def delete_old_segments(self, now_ms: int, upper_bound_offset: int | None = None) -> int:
+        """Kafka's deleteOldSegments: segments below the log start offset, then (with
+        ``cleanup.policy`` delete) by retention.bytes and retention.ms. Only segments wholly
+        below ``upper_bound_offset`` (the high watermark; default the log end offset) go.
+        Returns how many were deleted."""
+        n = self.delete_log_start_offset_breached_segments(upper_bound_offset, now_ms=now_ms)
+        if self._is_delete:
+            n += self.delete_retention_size_breached_segments(upper_bound_offset, now_ms=now_ms)
+            n += self.delete_retention_ms_breached_segments(now_ms, upper_bound_offset)
+        return n
+
+    def delete_log_start_offset_breached_segments(self, upper_bound_offset: int | None = None,
+                                                  *, now_ms: int | None = None) -> int:
+        start = self._log_start_offset
+        return self._delete_old_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= start,
+            upper_bound_offset, now_ms)
+
+    def delete_retention_ms_breached_segments(self, now_ms: int,
+                                              upper_bound_offset: int | None = None) -> int:
+        retention_ms = self._config.retention_ms
+        if retention_ms < 0:
+            return 0
+        return self._delete_old_segments(
+            lambda seg, nxt: now_ms - seg.largest_timestamp() > retention_ms,
+            upper_bound_offset, now_ms)
+
+    def delete_retention_size_breached_segments(self, upper_bound_offset: int | None = None,
+                                                *, now_ms: int | None = None) -> int:
+        retention_bytes = self._config.retention_bytes
+        size = self.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        diff = size - retention_bytes
+
+        def should_delete(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+
+        return self._delete_old_segments(should_delete, upper_bound_offset, now_ms)
+
+    def _delete_old_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
+                             upper_bound_offset: int | None, now_ms: int | None) -> int:
+        self._check_open()
+        hw = self._next_offset if upper_bound_offset is None else upper_bound_offset
+        deletable: list[LogSegment] = []
+        segments = self._segments
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._next_offset
+            if nxt is None and seg.size == 0:
+                break   # never the empty active segment
+            # Never past the high watermark, so the log start offset cannot exceed it.
+            if not (hw >= upper and predicate(seg, nxt)):
+                break
+            deletable.append(seg)
+        if not deletable:
+            return 0
+        count = len(deletable)
+        if count == len(segments):
+            # A log always keeps one segment: roll a fresh one first.
+            new = self.roll(now_ms=now_ms)
+            if deletable[-1].base_offset == new.base_offset:
+                deletable = deletable[:-1]
+        gone = {id(s) for s in deletable}
+        self._segments = [s for s in self._segments if id(s) not in gone]
+        self._bases = [s.base_offset for s in self._segments]
+        for s in deletable:
+            s.delete()
+        first_base = self._segments[0].base_offset
+        if first_base > self._log_start_offset:
+            self._log_start_offset = first_base
+            if self._recovery_point < first_base:
+                self._recovery_point = first_base
+        return count
+
+
+# -- loading helpers --------------------------------------------------------------------------
+
+def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    """A fresh segment; leftovers of an earlier segment at this offset are removed first."""
+    for path in (log_file(dir, base_offset), offset_index_file(dir, base_offset),
+                 time_index_file(dir, base_offset), txn_index_file(dir, base_offset)):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+    return LogSegment.open(dir, base_offset, config, now_ms=now_ms)
+
+
+def _remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
+    """Kafka's LogLoader.removeTempFilesAndCollectSwapFiles: delete ``.deleted`` files and
+    ``.cleaned`` files (an interrupted cleaning), and ``.swap`` files at or above the lowest
+    cleaned offset (an incomplete split); return the remaining log swap files."""
+    min_cleaned = None
+    cleaned: list[Path] = []
+    swaps: list[Path] = []
+    for f in dir.iterdir():
+        if not f.is_file():
+            continue
+        name = f.name
+        if name.endswith(DELETED_SUFFIX):
+            f.unlink(missing_ok=True)
+        elif name.endswith(CLEANED_SUFFIX):
+            base = _base_offset_of(name)
+            if base is not None:
+                min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+            cleaned.append(f)
+        elif name.endswith(SWAP_SUFFIX):
+            swaps.append(f)
+    valid: list[Path] = []
+    for f in swaps:
+        base = _base_offset_of(f.name)
+        if base is None or (min_cleaned is not None and base >= min_cleaned):
+            f.unlink(missing_ok=True)
+        elif f.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            valid.append(f)
+        else:
+            f.unlink(missing_ok=True)   # index swap files: indexes are rebuilt
+    for f in cleaned:
+        f.unlink(missing_ok=True)
+    return valid
+
+
+def _complete_swaps(dir: Path, swaps: list[Path], config: LogConfig, now_ms: int) -> None:
+    """Finish an interrupted swap (compaction): the swap segment replaces every segment in its
+    offset range, then loses its ``.swap`` suffix."""
+    if not swaps:
+        return
+    lo, hi = None, None
+    for f in swaps:
+        base = _base_offset_of(f.name)
+        assert base is not None
+        seg = LogSegment.open(dir, base, config, now_ms=now_ms, suffix=SWAP_SUFFIX)
+        try:
+            nxt = seg.next_offset()
+        finally:
+            seg.close_handlers()
+            seg.offset_index.delete()
+            seg.time_index.delete()
+            seg.file.close()
+        lo = base if lo is None else min(lo, base)
+        hi = nxt if hi is None else max(hi, nxt)
+    for f in dir.iterdir():
+        name = f.name
+        base = _base_offset_of(name)
+        if base is None or name.endswith(SWAP_SUFFIX) or not f.is_file():
+            continue
+        if lo is not None and hi is not None and lo <= base < hi and (
+                name.endswith(LOG_SUFFIX) or name.endswith(INDEX_SUFFIX)
+                or name.endswith(TIME_INDEX_SUFFIX) or name.endswith(TXN_INDEX_SUFFIX)):
+            f.unlink(missing_ok=True)
+    for f in swaps:
+        os.replace(f, f.with_name(f.name[:-len(SWAP_SUFFIX)]))
+
+
+def _load_segments(dir: Path, config: LogConfig, now_ms: int) -> list[LogSegment]:
+    """Open every ``.log`` file; drop orphan index files; rebuild missing or insane indexes."""
+    names = {f.name for f in dir.iterdir() if f.is_file()}
+    log_bases = set()
+    for name in names:
+        base = _base_offset_of(name)
+        if base is not None and name == f"{name[:20]}{LOG_SUFFIX}":
+            log_bases.add(base)
+    for name in names:
+        base = _base_offset_of(name)
+        if base is None:
+            continue
+        suffix = name[20:]
+        if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and base not in log_bases:
+            log.info("%s: deleting orphaned index file %s", dir.name, name)
+            (dir / name).unlink(missing_ok=True)
+    segments: list[LogSegment] = []
+    try:
+        for base in sorted(log_bases):
+            indexes_present = (offset_index_file(dir, base).name in names
+                               and time_index_file(dir, base).name in names)
+            seg = LogSegment.open(dir, base, config, now_ms=now_ms)
+            segments.append(seg)
+            if not indexes_present or not seg.check_loaded():
+                log.info("%s: rebuilding indexes of segment %d", dir.name, base)
+                seg.recover()
+    except BaseException:
+        for s in segments:
+            s.close_handlers()
+            s.file.close()
+        raise
+    return segments
+
+
+def _recover_from(segments: list[LogSegment], recovery_point: int) -> None:
+    """After an unclean shutdown: re-validate every segment from the one holding the recovery
+    point. A segment with an invalid tail is truncated and every later segment deleted."""
+    bases = [s.base_offset for s in segments]
+    i = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+    while i < len(segments):
+        seg = segments[i]
+        truncated = seg.recover()
+        if truncated > 0:
+            log.warning("%s: corruption in segment %d, truncated %d bytes and deleting %d later "
+                        "segments", seg.dir.name, seg.base_offset, truncated,
+                        len(segments) - i - 1)
+            for later in segments[i + 1:]:
+                later.delete()
+            del segments[i + 1:]
+            break
+        i += 1

@@ -1,0 +1,286 @@
+"""LogManager: every partition log in the broker's log directories (Kafka's LogManager).
+
+Each log directory holds one ``<topic>-<partition>`` directory per partition plus:
+
+* ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint`` (Kafka's format);
+* ``.kafka_cleanshutdown`` — written last on a clean shutdown, removed once the logs are loaded:
+  without it, logs are recovered from their recovery points;
+* ``.lock`` — held (flock) while the broker runs, so two brokers never share a directory.
+
+Deleted partitions are renamed to ``<topic>-<partition>.<uuid>-delete`` and removed; leftovers
+of that kind are removed at start-up.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from kafkalite.config.log_config import LogConfig
+from kafkalite.log.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE,
+                                      RECOVERY_POINT_CHECKPOINT_FILE, CheckpointError,
+                                      atomic_write, fsync_dir, read_offset_checkpoint,
+                                      write_offset_checkpoint)
+from kafkalite.log.errors import LogError
+from kafkalite.log.log import Log, parse_topic_partition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+TopicPartitionKey = tuple[str, int]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _key_of(tp: Any) -> TopicPartitionKey:
+    """Accept any object with ``topic``/``partition`` attributes, or a (topic, partition) pair."""
+    if hasattr(tp, "topic") and hasattr(tp, "partition"):
+        return str(tp.topic), int(tp.partition)
+    topic, partition = tp
+    return str(topic), int(partition)
+
+
+def log_delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's UnifiedLog.logDeleteDirName: the topic truncated so the name fits 255 bytes."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic[:max(0, 255 - len(suffix))] + suffix
+
+
+class LogManager:
+    def __init__(self, log_dirs: Iterable[Path | str], default_config: LogConfig, *,
+                 lock_dirs: bool = True, clock_ms: Callable[[], int] = _wall_ms) -> None:
+        self.log_dirs: list[Path] = [Path(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("at least one log directory is required")
+        self.default_config = default_config
+        self._lock_dirs = lock_dirs
+        self._clock_ms = clock_ms
+        self._logs: dict[TopicPartitionKey, Log] = {}
+        self._dir_of: dict[TopicPartitionKey, Path] = {}
+        self._locks: dict[Path, int] = {}
+        self._started = False
+
+    # -- start-up ----------------------------------------------------------------------------
+    def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Lock the directories and load every log (recovering those not shut down cleanly).
+
+        Synchronous: run it in a thread from the event loop.
+        """
+        configs = topic_configs or {}
+        now = self._clock_ms()
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            self._lock(d)
+        for d in self.log_dirs:
+            self._load_dir(d, configs, now)
+        self._started = True
+
+    def _lock(self, d: Path) -> None:
+        if not self._lock_dirs or d in self._locks:
+            return
+        fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            raise LogError(f"Failed to acquire lock on file {LOCK_FILE} in {d}. A Kafka instance "
+                           f"in another process or thread is using this directory.") from e
+        self._locks[d] = fd
+
+    def _unlock_all(self) -> None:
+        for fd in self._locks.values():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._locks.clear()
+
+    def _load_dir(self, d: Path, configs: Mapping[str, LogConfig], now: int) -> None:
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        try:
+            recovery_points = read_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT_FILE)
+        except (CheckpointError, OSError) as e:
+            log.warning("Error reading %s in %s, recovering every log from 0: %s",
+                        RECOVERY_POINT_CHECKPOINT_FILE, d, e)
+            recovery_points = {}
+            clean = False
+        try:
+            log_start_offsets = read_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT_FILE)
+        except (CheckpointError, OSError) as e:
+            log.warning("Error reading %s in %s: %s", LOG_START_OFFSET_CHECKPOINT_FILE, d, e)
+            log_start_offsets = {}
+        for child in sorted(d.iterdir()):
+            if not child.is_dir():
+                continue
+            name = child.name
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX) or name.endswith(STRAY_DIR_SUFFIX):
+                log.warning("Ignoring directory %s in %s", name, d)
+                continue
+            try:
+                key = parse_topic_partition(name)
+            except ValueError:
+                continue
+            if key in self._logs:
+                raise LogError(f"Duplicate log directories for {name} are found: "
+                               f"{self._dir_of[key]} and {d}")
+            config = configs.get(key[0], self.default_config)
+            self._logs[key] = Log.open(child, config,
+                                       recovery_point=recovery_points.get(key, 0),
+                                       log_start_offset=log_start_offsets.get(key, 0),
+                                       had_clean_shutdown=clean, now_ms=now)
+            self._dir_of[key] = d
+        if marker.exists():
+            # From now on a crash must recover: the marker only vouches for the last shutdown.
+            marker.unlink()
+            fsync_dir(d)
+
+    # -- access ------------------------------------------------------------------------------
+    def get_log(self, tp: Any) -> Log | None:
+        return self._logs.get(_key_of(tp))
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def logs_by_dir(self) -> dict[Path, list[Log]]:
+        out: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
+        for key, lg in self._logs.items():
+            out[self._dir_of[key]].append(lg)
+        return out
+
+    def _next_log_dir(self) -> Path:
+        """The directory with the fewest partitions (Kafka's nextLogDirs)."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None, *,
+                          topic_id: uuid.UUID | None = None) -> Log:
+        """The partition's log, created empty if absent. With ``topic_id`` the id is recorded
+        in ``partition.metadata`` (a different recorded id raises InconsistentTopicIdError)."""
+        key = (topic, partition)
+        lg = self._logs.get(key)
+        if lg is None:
+            d = self._next_log_dir()
+            d.mkdir(parents=True, exist_ok=True)
+            self._lock(d)
+            lg = Log.open(d / f"{topic}-{partition}", config or self.default_config,
+                          now_ms=self._clock_ms())
+            self._logs[key] = lg
+            self._dir_of[key] = d
+        if topic_id is not None:
+            lg.assign_topic_id(topic_id)
+        return lg
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        for (t, _p), lg in self._logs.items():
+            if t == topic:
+                lg.update_config(config)
+
+    def delete_log(self, topic: str, partition: int) -> Log | None:
+        """Remove the partition: rename its directory to ``...-delete`` (so a crash midway is
+        finished at the next start-up), then remove it. Returns the removed log, if any."""
+        key = (topic, partition)
+        lg = self._logs.pop(key, None)
+        d = self._dir_of.pop(key, None)
+        if lg is None or d is None:
+            return None
+        lg.close_handlers()
+        target = lg.dir.with_name(log_delete_dir_name(topic, partition))
+        try:
+            os.rename(lg.dir, target)
+        except FileNotFoundError:
+            target = lg.dir
+        shutil.rmtree(target, ignore_errors=True)
+        self._checkpoint_dir(d)
+        return lg
+
+    # -- periodic work -----------------------------------------------------------------------
+    def flush_dirty_logs(self, now_ms: int | None = None) -> int:
+        """Flush logs whose last flush is ``flush.ms`` old (Kafka's flushDirtyLogs)."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        n = 0
+        for lg in list(self._logs.values()):
+            if not lg.closed and now - lg.last_flush_ms >= lg.config.flush_ms:
+                lg.flush(now_ms=now)
+                n += 1
+        return n
+
+    def cleanup_logs(self, now_ms: int | None = None,
+                     high_watermark: Callable[[str, int], int | None] | None = None) -> int:
+        """Retention over every log; ``high_watermark(topic, partition)`` bounds deletion
+        (None: the log end offset). Returns the number of segments deleted."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        total = 0
+        for (topic, partition), lg in list(self._logs.items()):
+            if lg.closed:
+                continue
+            hw = high_watermark(topic, partition) if high_watermark is not None else None
+            total += lg.delete_old_segments(now, hw)
+        return total
+
+    def _logs_in(self, d: Path) -> dict[TopicPartitionKey, Log]:
+        return {k: lg for k, lg in self._logs.items() if self._dir_of.get(k) == d}
+
+    def _checkpoint_dir(self, d: Path) -> None:
+        self._write_recovery_points(d)
+        self._write_log_start_offsets(d)
+
+    def _write_recovery_points(self, d: Path) -> None:
+        write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT_FILE,
+                                {k: lg.recovery_point for k, lg in self._logs_in(d).items()})
+
+    def _write_log_start_offsets(self, d: Path) -> None:
+        # Only logs whose start offset lies inside their first segment need an entry (Kafka):
+        # otherwise the first segment's base offset says it.
+        write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT_FILE,
+                                {k: lg.log_start_offset for k, lg in self._logs_in(d).items()
+                                 if lg.log_start_offset > lg.segments[0].base_offset})
+
+    def checkpoint_recovery_points(self) -> None:
+        for d in self.log_dirs:
+            self._write_recovery_points(d)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d in self.log_dirs:
+            self._write_log_start_offsets(d)
+
+    # -- shutdown ----------------------------------------------------------------------------
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write both checkpoints, then the clean-shutdown marker."""
+        errors: list[BaseException] = []
+        for lg in self._logs.values():
+            try:
+                lg.close()
+            except Exception as e:  # keep closing the others; no marker if anything failed
+                log.exception("Error closing log %s", lg.name)
+                errors.append(e)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        if not errors:
+            marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
+            for d in self.log_dirs:
+                atomic_write(d / CLEAN_SHUTDOWN_FILE, marker)
+        self._unlock_all()
+        self._started = False
+        if errors:
+            raise errors[0]
