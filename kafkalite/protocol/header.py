@@ -2,6 +2,9 @@
 
 The header precedes every request body; its version depends on whether the (api, version) is
 flexible, which only the API's message spec knows, so the caller passes `flexible`.
+Leniency follows Kafka's RequestHeader.parse: a null (any negative length) client id reads as
+"", malformed UTF-8 is replaced rather than refused, and a tagged-field count that overflows
+int32 to a negative number means "no tagged fields".
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ class RequestHeader:
     api_key: int
     api_version: int
     correlation_id: int
-    client_id: str | None
+    client_id: str  # never None: Kafka treats a null client id as ""
 
 
 def peek_api(frame: memoryview | bytes) -> tuple[int, int, int]:
@@ -32,6 +35,8 @@ def peek_api(frame: memoryview | bytes) -> tuple[int, int, int]:
 
 
 def read_unsigned_varint(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
+    """Kafka's ByteUtils.readUnsignedVarint: at most 5 bytes, the result wrapped to a Java int
+    (so it may come out negative)."""
     value = 0
     shift = 0
     while True:
@@ -41,7 +46,8 @@ def read_unsigned_varint(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
         pos += 1
         value |= (b & 0x7F) << shift
         if not b & 0x80:
-            return value, pos
+            value &= 0xFFFFFFFF
+            return (value - (1 << 32) if value >= 1 << 31 else value), pos
         shift += 7
         if shift > 28:
             raise MalformedHeaderError("varint too long")
@@ -53,23 +59,20 @@ def decode_request_header(frame: memoryview | bytes, flexible: bool) -> tuple[Re
         raise MalformedHeaderError("frame shorter than a request header")
     api_key, api_version, correlation_id, client_len = _FIXED.unpack_from(frame, 0)
     pos = _FIXED.size
-    client_id: str | None = None
+    client_id = ""
     if client_len >= 0:  # client_id is a plain (non-compact) nullable string even in header v2
         end = pos + client_len
         if end > len(frame):
             raise MalformedHeaderError("client_id runs past the frame")
-        try:
-            client_id = bytes(frame[pos:end]).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise MalformedHeaderError("client_id is not UTF-8") from e
+        client_id = bytes(frame[pos:end]).decode("utf-8", errors="replace")
         pos = end
-    elif client_len != -1:
-        raise MalformedHeaderError("negative client_id length")
     if flexible:
         num_tags, pos = read_unsigned_varint(frame, pos)
-        for _ in range(num_tags):
+        for _ in range(num_tags):  # a negative count reads no fields, as in Kafka
             _tag, pos = read_unsigned_varint(frame, pos)
             size, pos = read_unsigned_varint(frame, pos)
+            if size < 0:
+                raise MalformedHeaderError("negative tagged field size")
             pos += size
             if pos > len(frame):
                 raise MalformedHeaderError("tagged field runs past the frame")

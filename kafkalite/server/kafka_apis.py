@@ -37,6 +37,11 @@ class KafkaApis:
             raise CloseConnection(f"unknown api key {api_key}")
         if not spec.supports(api_version):
             if api_key == ApiKey.ApiVersions:
+                # Kafka still parses the header (v2 from version 3 on) and closes on garbage
+                try:
+                    decode_request_header(frame, msgs.request.flexible_version_q(api_version))
+                except MalformedHeaderError as e:
+                    raise CloseConnection(f"malformed ApiVersions v{api_version} header: {e}") from None
                 return self._unsupported_api_versions(correlation_id)
             raise CloseConnection(f"unsupported version {api_version} of api {msgs.name}")
         try:
@@ -47,8 +52,11 @@ class KafkaApis:
         response = await spec.handler(RequestContext(header, conn), request)
         if response is None:
             return None
+        # version before header: kafka-python's version setter writes into a request header
+        # (request_api_version), which a response header lacks
+        response.API_VERSION = api_version
         response.with_header(correlation_id=correlation_id)
-        return response.encode(version=api_version, header=True, framed=True)
+        return response.encode(header=True, framed=True)
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         spec = self.specs[ApiKey.ApiVersions]
@@ -57,4 +65,4 @@ class KafkaApis:
             api_keys=[ApiVersionsResponse[0].ApiVersion(
                 api_key=ApiKey.ApiVersions, min_version=spec.min_version, max_version=spec.max_version)])
         resp.with_header(correlation_id=correlation_id)
-        return resp.encode(version=0, header=True, framed=True)
+        return resp.encode(header=True, framed=True)  # v0 layout and header, as Kafka sends it
