@@ -6,12 +6,10 @@ and get back only partitions whose data or offsets changed. Epoch -1 closes a se
 """
 from __future__ import annotations
 
-import itertools
 import random
-import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from kafkalite.protocol.errors import ErrorCode
@@ -34,24 +32,36 @@ class CachedPartition:
     log_start_offset: int = -1
     # what the last response told the client (-1: nothing yet, so the first response includes it)
     high_watermark: int = -1
-    last_stable_offset: int = -1
+    last_stable_offset: int = -1   # recorded only: Kafka does not compare it (HW moves with it)
     leader_log_start_offset: int = -1
 
     def maybe_update_response(self, error: ErrorCode, high_watermark: int, last_stable_offset: int,
-                              log_start_offset: int, has_records: bool) -> bool:
+                              log_start_offset: int, has_records: bool, *,
+                              preferred_read_replica: int = -1, diverging_epoch: bool = False) -> bool:
         """Kafka's CachedPartition.maybeUpdateResponseData: must this partition be in an
         incremental response? Updates the cached values as a side effect."""
-        must_respond = has_records or error != ErrorCode.NONE
+        must_respond = has_records
         if self.high_watermark != high_watermark:
             must_respond = True
             self.high_watermark = high_watermark
-        if self.last_stable_offset != last_stable_offset:
-            must_respond = True
-            self.last_stable_offset = last_stable_offset
         if self.leader_log_start_offset != log_start_offset:
             must_respond = True
             self.leader_log_start_offset = log_start_offset
+        if preferred_read_replica >= 0 or diverging_epoch:
+            must_respond = True
+        if error != ErrorCode.NONE:
+            # an invalid cached HW makes the partition reappear once the error goes away
+            self.high_watermark = -1
+            must_respond = True
+        self.last_stable_offset = last_stable_offset
         return must_respond
+
+
+def partition_identity(key: PartitionKey) -> tuple[object, int]:
+    """Kafka's CachedPartition equality: by topic id when there is one (the name may be unknown),
+    otherwise by topic name."""
+    topic_id, name, partition = key
+    return (topic_id, partition) if topic_id.int else (name, partition)
 
 
 @dataclass
@@ -62,6 +72,11 @@ class FetchSession:
     epoch: int = 1
     created_ms: int = 0
     last_used_ms: int = 0
+    privileged: bool = False       # created by a follower (replica_id >= 0)
+    # Kafka's eviction bookkeeping, refreshed only when the session is touched:
+    cached_size: int = -1
+    evictable_by_all: bool = False
+    evictable_by_privileged: bool = False
 
 
 @dataclass
@@ -88,7 +103,16 @@ class FetchContext:
     uses_topic_ids: bool = False
 
 
+def next_epoch(epoch: int) -> int:
+    """Kafka's FetchMetadata.nextEpoch."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == 2**31 - 1 else epoch + 1
+
+
 class FetchSessionCache:
+    """Kafka's FetchSessionCache (one shard) and FetchManager.newContext."""
+
     def __init__(self, max_entries: int = 1000, eviction_ms: int = 120_000) -> None:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
@@ -106,30 +130,56 @@ class FetchSessionCache:
 
     def _new_session_id(self) -> int:
         while True:
-            sid = self._rng.randint(1, 2**31 - 1)
+            sid = self._rng.randint(1, 2**31 - 2)  # Java's nextInt(1, Int.MaxValue)
             if sid not in self._sessions:
                 return sid
 
-    def maybe_create(self, partitions: list[CachedPartition], uses_topic_ids: bool, now_ms: int) -> int:
-        """Cache a new session if there is room (evicting the least recently used one that has
-        been idle for eviction_ms); INVALID_SESSION_ID otherwise."""
-        if not partitions:
+    def touch(self, session: FetchSession, now_ms: int) -> None:
+        """Record use; a session becomes evictable by size only once it is older than eviction_ms
+        at a touch (Kafka evaluates age here, not at eviction time)."""
+        session.last_used_ms = now_ms
+        session.cached_size = len(session.partitions)
+        old = now_ms - session.created_ms > self.eviction_ms
+        session.evictable_by_privileged = (not session.privileged) or old
+        session.evictable_by_all = old
+
+    def _try_evict(self, privileged: bool, size: int, now_ms: int) -> bool:
+        """Kafka's tryEvict: the least recently used session if idle longer than eviction_ms; else
+        the least valuable evictable one, (privileged, size, id) ordered, if the new one is worth more."""
+        if not self._sessions:
+            return False
+        lru = min(self._sessions.values(), key=lambda s: (s.last_used_ms, s.session_id))
+        if now_ms - lru.last_used_ms > self.eviction_ms:
+            del self._sessions[lru.session_id]
+            return True
+        candidates = [s for s in self._sessions.values()
+                      if (s.evictable_by_privileged if privileged else s.evictable_by_all)]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda s: (s.privileged, s.cached_size, s.session_id))
+        if (privileged, size, 0) < (victim.privileged, victim.cached_size, victim.session_id):
+            return False
+        del self._sessions[victim.session_id]
+        return True
+
+    def maybe_create(self, partitions: list[CachedPartition], uses_topic_ids: bool, now_ms: int,
+                     privileged: bool = False) -> int:
+        """Cache a new session if there is room or something can be evicted;
+        INVALID_SESSION_ID otherwise."""
+        if len(self._sessions) >= self.max_entries and not self._try_evict(privileged, len(partitions), now_ms):
             return INVALID_SESSION_ID
-        if len(self._sessions) >= self.max_entries:
-            victim = min(self._sessions.values(), key=lambda s: s.last_used_ms)
-            if now_ms - victim.last_used_ms < self.eviction_ms:
-                return INVALID_SESSION_ID
-            del self._sessions[victim.session_id]
         sid = self._new_session_id()
-        self._sessions[sid] = FetchSession(
-            sid, uses_topic_ids, OrderedDict((p.key, p) for p in partitions), 1, now_ms, now_ms)
+        session = FetchSession(sid, uses_topic_ids, OrderedDict((p.key, p) for p in partitions),
+                               next_epoch(INITIAL_EPOCH), now_ms, now_ms, privileged)
+        self._sessions[sid] = session
+        self.touch(session, now_ms)
         return sid
 
     def new_context(self, session_id: int, epoch: int, requested: list[RequestedPartition],
                     forgotten: list[PartitionKey], uses_topic_ids: bool, now_ms: int) -> FetchContext:
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
-                self.remove(session_id)
+                self.remove(session_id)  # a full request closes the session it names
             parts = [CachedPartition(r.key, r.fetch_offset, r.max_bytes, r.current_leader_epoch,
                                      r.log_start_offset) for r in requested]
             if epoch == FINAL_EPOCH:
@@ -142,21 +192,45 @@ class FetchSessionCache:
             raise FetchSessionError(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != uses_topic_ids:
             raise FetchSessionError(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        self._update(session, requested, forgotten)
+        if not session.partitions:
+            # nothing left to cache: Kafka drops the session and answers sessionless (id 0)
+            self.remove(session.session_id)
+            parts = [CachedPartition(r.key, r.fetch_offset, r.max_bytes, r.current_leader_epoch,
+                                     r.log_start_offset) for r in requested]
+            return FetchContext("sessionless", parts, None, uses_topic_ids)
+        self.touch(session, now_ms)
+        session.epoch = next_epoch(session.epoch)
+        return FetchContext("incremental", list(session.partitions.values()), session, uses_topic_ids)
+
+    @staticmethod
+    def _update(session: FetchSession, requested: list[RequestedPartition],
+                forgotten: list[PartitionKey]) -> None:
+        """Kafka's FetchSession.update: add or refresh the named partitions, then drop the forgotten."""
+        index = {partition_identity(k): k for k in session.partitions}
         for r in requested:
-            cached = session.partitions.get(r.key)
-            if cached is None:
+            ident = partition_identity(r.key)
+            existing = index.get(ident)
+            if existing is None:
                 session.partitions[r.key] = CachedPartition(r.key, r.fetch_offset, r.max_bytes,
                                                             r.current_leader_epoch, r.log_start_offset)
-            else:
-                cached.fetch_offset = r.fetch_offset
-                cached.max_bytes = r.max_bytes
-                cached.current_leader_epoch = r.current_leader_epoch
-                cached.log_start_offset = r.log_start_offset
+                index[ident] = r.key
+                continue
+            cached = session.partitions[existing]
+            cached.fetch_offset = r.fetch_offset
+            cached.max_bytes = r.max_bytes
+            cached.current_leader_epoch = r.current_leader_epoch
+            cached.log_start_offset = r.log_start_offset
+            if existing != r.key and not existing[1] and r.key[1]:
+                # the topic name was unknown when the partition was added; keep its place
+                cached.key = r.key
+                session.partitions = OrderedDict(
+                    (r.key if k == existing else k, v) for k, v in session.partitions.items())
+                index[ident] = r.key
         for key in forgotten:
-            session.partitions.pop(key, None)
-        session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
-        session.last_used_ms = now_ms
-        return FetchContext("incremental", list(session.partitions.values()), session, uses_topic_ids)
+            existing = index.pop(partition_identity(key), None)
+            if existing is not None:
+                del session.partitions[existing]
 
     def remove_topic(self, topic_id: uuid.UUID, name: str) -> None:
         """A deleted topic's partitions leave every session."""
