@@ -1,7 +1,7 @@
 """Per-topic configuration: validating topic-level overrides and merging them over broker defaults."""
 from __future__ import annotations
 
-from dataclasses import fields
+import re
 
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
 
@@ -12,8 +12,27 @@ class InvalidTopicConfigError(ValueError):
         self.key = key
 
 
+# Kafka's ConfigDef type of each topic config (LogConfig, 3.x ZooKeeper-mode broker).
+_TYPES: dict[str, str] = {
+    "segment.bytes": "INT",
+    "segment.ms": "LONG",
+    "segment.jitter.ms": "LONG",
+    "segment.index.bytes": "INT",
+    "index.interval.bytes": "INT",
+    "retention.ms": "LONG",
+    "retention.bytes": "LONG",
+    "max.message.bytes": "INT",
+    "message.timestamp.type": "STRING",
+    "file.delete.delay.ms": "LONG",
+    "cleanup.policy": "LIST",
+    "min.insync.replicas": "INT",
+    "flush.messages": "LONG",
+    "flush.ms": "LONG",
+    "preallocate": "BOOLEAN",
+}
+# Range.atLeast validators; retention.bytes has none (any negative means unlimited).
 _MIN: dict[str, int] = {
-    "segment.bytes": 14,
+    "segment.bytes": 14,  # LegacyRecord.RECORD_OVERHEAD_V0 (Kafka 4 raised it to 1 MiB)
     "segment.ms": 1,
     "segment.jitter.ms": 0,
     "segment.index.bytes": 4,
@@ -24,46 +43,66 @@ _MIN: dict[str, int] = {
     "flush.messages": 1,
     "flush.ms": 0,
     "retention.ms": -1,
-    "retention.bytes": -1,
 }
 _ENUMS: dict[str, tuple[str, ...]] = {
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    "cleanup.policy": ("compact", "delete"),
 }
-_FIELD_TYPES = {f.name: f.type for f in fields(LogConfig)}
+_BOUNDS = {"INT": (-2**31, 2**31 - 1), "LONG": (-2**63, 2**63 - 1)}
+_NUMBER = re.compile(r"[+-]?\d+")     # Java's parseInt/parseLong: Unicode digits, no '_' or spaces
+_LIST_SEP = re.compile(r"\s*,\s*")   # ConfigDef's COMMA_WITH_WHITESPACE
+
+
+def _java_trim(s: str) -> str:
+    """String.trim(): strips characters <= U+0020 only (str.strip() would take more)."""
+    i, j = 0, len(s)
+    while i < j and s[i] <= " ":
+        i += 1
+    while j > i and s[j - 1] <= " ":
+        j -= 1
+    return s[i:j]
+
+
+def _equals_ignore_case(a: str, b: str) -> bool:
+    """String.equalsIgnoreCase, char by char."""
+    return len(a) == len(b) and all(
+        x == y or x.upper() == y.upper() or x.upper().lower() == y.upper().lower() for x, y in zip(a, b))
+
+
+def _invalid(key: str, value: object, reason: str) -> InvalidTopicConfigError:
+    # ConfigException(name, value, message)
+    return InvalidTopicConfigError(key, f"Invalid value {value} for configuration {key}: {reason}")
 
 
 def _parse_value(key: str, raw: str) -> object:
-    attr = TOPIC_CONFIG_ATTRS[key]
-    kind = _FIELD_TYPES[attr]
-    if key in _ENUMS:
-        if raw not in _ENUMS[key]:
-            raise InvalidTopicConfigError(key, f"Invalid value {raw} for configuration {key}: "
-                                               f"String must be one of: {', '.join(_ENUMS[key])}")
-        return raw
-    if key == "cleanup.policy":
-        parts = [p.strip() for p in raw.split(",") if p.strip()]
-        if not parts or any(p not in ("delete", "compact") for p in parts):
-            raise InvalidTopicConfigError(key, f"Invalid value {raw} for configuration {key}: "
-                                               "must be a list of [delete, compact]")
-        return ",".join(parts)
-    if kind in ("bool", bool):
-        if raw.lower() not in ("true", "false"):
-            raise InvalidTopicConfigError(key, f"Invalid value {raw} for configuration {key}: "
-                                               "Expected value to be either true or false")
-        return raw.lower() == "true"
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise InvalidTopicConfigError(key, f"Invalid value {raw} for configuration {key}: "
-                                           "Not a number of type LONG") from None
+    """ConfigDef.parseType followed by the key's validator, with Kafka's messages."""
+    kind = _TYPES[key]
+    trimmed = _java_trim(raw)
+    if kind == "BOOLEAN":
+        if _equals_ignore_case(trimmed, "true"):
+            return True
+        if _equals_ignore_case(trimmed, "false"):
+            return False
+        raise _invalid(key, raw, "Expected value to be either true or false")
+    if kind == "STRING":
+        if trimmed not in _ENUMS[key]:
+            raise _invalid(key, trimmed, f"String must be one of: {', '.join(_ENUMS[key])}")
+        return trimmed
+    if kind == "LIST":
+        items = _LIST_SEP.split(trimmed) if trimmed else []
+        if any(item == "" for item in items):
+            raise InvalidTopicConfigError(key, f"Configuration '{key}' values must not be empty.")
+        for item in items:
+            if item not in _ENUMS[key]:
+                raise _invalid(key, item, f"String must be one of: {', '.join(_ENUMS[key])}")
+        return ",".join(items)
+    lo_type, hi_type = _BOUNDS[kind]
+    if not _NUMBER.fullmatch(trimmed) or not lo_type <= int(trimmed) <= hi_type:
+        raise _invalid(key, raw, f"Not a number of type {kind}")
+    value = int(trimmed)
     lo = _MIN.get(key)
     if lo is not None and value < lo:
-        raise InvalidTopicConfigError(key, f"Invalid value {raw} for configuration {key}: "
-                                           f"Value must be at least {lo}")
-    if key in ("segment.bytes", "segment.index.bytes", "index.interval.bytes",
-               "max.message.bytes", "min.insync.replicas") and value > 2**31 - 1:
-        raise InvalidTopicConfigError(key, f"Invalid value {raw} for configuration {key}: "
-                                           "Not a number of type INT")
+        raise _invalid(key, value, f"Value must be at least {lo}")
     return value
 
 
