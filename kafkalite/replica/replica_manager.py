@@ -12,7 +12,7 @@ from kafkalite.config.log_config import LogConfig
 from kafkalite.log.errors import OffsetOutOfRangeError
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
-from kafkalite.purgatory import DelayedOperationPurgatory, SystemTimer
+from kafkalite.purgatory import DelayedOperationPurgatory
 from kafkalite.replica.delayed_fetch import DelayedFetch
 from kafkalite.replica.delayed_produce import DelayedProduce
 from kafkalite.replica.partition import Partition, TopicPartition
@@ -44,13 +44,13 @@ def _error_of(exc: Exception) -> tuple[ErrorCode, Optional[str]]:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, timer: SystemTimer) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
-        self.timer = timer
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.produce_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Produce", timer)
-        self.fetch_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Fetch", timer)
+        # Each purgatory owns its timing wheel, as in Kafka.
+        self.produce_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Produce")
+        self.fetch_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Fetch")
         # Listeners told when a partition's high watermark moves (e.g. fetch sessions, coordinators).
         self._hw_listeners: list[Callable[[TopicPartition], None]] = []
 

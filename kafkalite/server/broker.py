@@ -16,7 +16,6 @@ from kafkalite.controller.metadata_store import LocalMetadataStore
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.log.log_manager import LogManager
 from kafkalite.network.socket_server import Endpoint, SocketServer
-from kafkalite.purgatory import SystemTimer
 from kafkalite.replica.replica_manager import ReplicaManager
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.handler import ApiSpec
@@ -38,7 +37,6 @@ class KafkaServer:
         self.socket_server: Optional[SocketServer] = None
         self.log_manager: Optional[LogManager] = None
         self.store: Optional[LocalMetadataStore] = None
-        self.timer: Optional[SystemTimer] = None
         self.replica_manager: Optional[ReplicaManager] = None
         self.scheduler = Scheduler()
         self.bound: list[Endpoint] = []
@@ -63,8 +61,7 @@ class KafkaServer:
         self.store = LocalMetadataStore(Path(log_dirs[0]))
         self.store.load()
 
-        self.timer = SystemTimer()
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.timer)
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
         cache = MetadataCache(self.store.cluster_id())
 
         specs: list[ApiSpec] = []
@@ -124,7 +121,7 @@ class KafkaServer:
                                 cfg.log_flush_offset_checkpoint_interval_ms)
         self.scheduler.schedule("kafka-log-start-offset-checkpoint", lm.checkpoint_log_start_offsets,
                                 cfg.log_flush_start_offset_checkpoint_interval_ms)
-        flush_ms = cfg.log_flush_interval_ms_effective()
+        flush_ms = cfg.log_flush_interval_ms_effective
         if flush_ms < 2**62:
             self.scheduler.schedule("kafka-log-flusher", flush, flush_ms)
 
@@ -137,8 +134,6 @@ class KafkaServer:
         await self.scheduler.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
-        if self.timer is not None:
-            self.timer.shutdown()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
         if self.store is not None:

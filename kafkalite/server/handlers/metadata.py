@@ -18,9 +18,10 @@ API_KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 13
 
 # With no authorizer Kafka reports every operation the resource type supports.
-TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# (the codec takes a bitfield as the set of its bit positions; None means "omitted", INT32_MIN)
+TOPIC_AUTHORIZED_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+CLUSTER_AUTHORIZED_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
+AUTHORIZED_OPERATIONS_OMITTED = None
 ZERO_UUID = uuid.UUID(int=0)
 
 
