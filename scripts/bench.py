@@ -78,6 +78,7 @@ class KafkaliteBroker:
         self.stdout_tail: list[str] = []
         self.stderr_tail: list[str] = []
         self.partition_count_note = ""
+        self.exit_codes: list[int] = []  # of every SIGTERM stop: 0 is a clean shutdown
 
     @property
     def bootstrap(self) -> str:
@@ -146,8 +147,9 @@ class KafkaliteBroker:
             if proc is not None and proc.poll() is None:
                 try:
                     proc.send_signal(signal.SIGTERM)
-                    proc.wait(timeout)
+                    self.exit_codes.append(proc.wait(timeout))
                 except subprocess.TimeoutExpired:
+                    self.exit_codes.append(-int(signal.SIGKILL))
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(10)
         finally:
@@ -330,7 +332,7 @@ class ProduceResult:
         return self.messages / self.seconds
 
 
-def measure_produce(bootstrap: str, topic: str, messages: int, value_size: int,
+def measure_produce(bootstrap: str, topic: str, messages: int, value: bytes,
                     timeout: float) -> ProduceResult:
     errors: list[str] = []
 
@@ -347,7 +349,6 @@ def measure_produce(bootstrap: str, topic: str, messages: int, value_size: int,
         "delivery.report.only.error": True,
         "on_delivery": on_error_report,
     })
-    value = os.urandom(value_size)  # incompressible, though compression is off anyway
     # Warm the metadata/connection outside the timed window, as a perf tool's producer would be.
     producer.list_topics(topic, timeout=10)
     deadline = time.monotonic() + timeout
@@ -369,7 +370,7 @@ def measure_produce(bootstrap: str, topic: str, messages: int, value_size: int,
         raise BenchError(f"produce: {remaining} messages undelivered at the {timeout:.0f} s limit")
     if errors:
         raise BenchError("produce delivery errors: " + "; ".join(errors))
-    return ProduceResult(t1 - t0, messages, messages * value_size)
+    return ProduceResult(t1 - t0, messages, messages * len(value))
 
 
 def high_watermarks(bootstrap: str, topic: str, timeout: float = 10.0
@@ -399,7 +400,8 @@ class ConsumeResult:
         return self.messages / self.seconds
 
 
-def measure_consume(bootstrap: str, topic: str, produced: int, timeout: float) -> ConsumeResult:
+def measure_consume(bootstrap: str, topic: str, produced: int, value: bytes,
+                    timeout: float) -> ConsumeResult:
     wms = high_watermarks(bootstrap, topic)
     # What the target still holds. kafkalite must hold everything; the mock keeps only the most
     # recent few MB per partition, so it is read from its log start to its high watermark.
@@ -410,6 +412,9 @@ def measure_consume(bootstrap: str, topic: str, produced: int, timeout: float) -
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkalite-bench",
                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
+        # Warm the topic metadata first: assigned before the leaders are known, librdkafka parks
+        # the offset lookup behind a ~500 ms retry timer -- a client artifact, not the broker.
+        consumer.list_topics(topic, timeout=10)
         n = nbytes = 0
         deadline = time.monotonic() + timeout
         t0 = time.perf_counter()
@@ -421,8 +426,14 @@ def measure_consume(bootstrap: str, topic: str, produced: int, timeout: float) -
             for m in consumer.consume(num_messages=10000, timeout=0.2):
                 if m.error():
                     raise BenchError(f"consume error: {m.error()}")
+                v = m.value()
+                # Every value is checked byte for byte (a memcmp, same cost on both targets):
+                # a throughput of wrong data would be no throughput.
+                if v != value:
+                    raise BenchError(f"consume: message at {m.partition()}/{m.offset()} has "
+                                     f"a different value ({len(v or b'')} bytes)")
                 n += 1
-                nbytes += len(m.value())
+                nbytes += len(v)
         t1 = time.perf_counter()
     finally:
         consumer.close()
@@ -471,7 +482,9 @@ def measure_latency(bootstrap: str, topic: str, sends: int, value_size: int, tim
     return LatencyResult(samples)
 
 
-def measure_kafkalite_start(ready_timeout: float) -> tuple[float, Optional[float]]:
+def measure_kafkalite_start(ready_timeout: float, exit_codes: list[int]
+                            ) -> tuple[float, Optional[float]]:
+    """(spawn to ready line, broker's own "started in"), in seconds; appends the stop's exit code."""
     b = KafkaliteBroker(ready_timeout=ready_timeout)
     try:
         b.start()
@@ -479,6 +492,7 @@ def measure_kafkalite_start(ready_timeout: float) -> tuple[float, Optional[float
         return b.spawn_to_ready_s, b.reported_start_s
     finally:
         b.stop()
+        exit_codes.extend(b.exit_codes)
 
 
 def measure_mock_start() -> float:
@@ -504,6 +518,7 @@ class Results:
         self.values: dict[str, dict[str, list[float]]] = {}
         self.errors: dict[str, dict[str, list[str]]] = {}
         self.notes: list[str] = []
+        self.exit_codes: list[int] = []  # kafkalite's, on each SIGTERM stop
 
     def add(self, metric: str, target: str, value: Optional[float]) -> None:
         if value is not None:
@@ -548,6 +563,7 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                 targets[name] = t
         live = [n for n in order if n in targets]
         topic = f"bench-r{rnd}"
+        value = os.urandom(args.value_size)  # incompressible; compression is off anyway
         lat_topic = f"bench-lat-r{rnd}"
         produced: dict[str, int] = {}
         for name in live:
@@ -564,7 +580,7 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                 print(f"[bench] round {rnd + 1}: produce {args.messages} msgs -> {name}",
                       file=sys.stderr)
                 r = run_phase(results, "produce", t, lambda: measure_produce(
-                    t.bootstrap, topic, args.messages, args.value_size, args.timeout))
+                    t.bootstrap, topic, args.messages, value, args.timeout))
                 if r is not None:
                     produced[name] = r.messages
                     results.add("produce_mb_s", name, r.mb_s)
@@ -579,7 +595,7 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                 t = targets[name]
                 print(f"[bench] round {rnd + 1}: consume <- {name}", file=sys.stderr)
                 c = run_phase(results, "consume", t, lambda: measure_consume(
-                    t.bootstrap, topic, produced[name], args.timeout))
+                    t.bootstrap, topic, produced[name], value, args.timeout))
                 if c is not None:
                     if name == KAFKALITE and c.messages != c.produced:
                         results.fail("consume", name, f"read {c.messages} of {c.produced} "
@@ -613,6 +629,7 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                 t.stop()
             except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
                 print(f"[bench] stopping {t.name}: {e}", file=sys.stderr)
+            results.exit_codes.extend(getattr(t, "exit_codes", []))
 
 
 def run_startup(results: Results, args: argparse.Namespace) -> None:
@@ -624,7 +641,8 @@ def run_startup(results: Results, args: argparse.Namespace) -> None:
                 continue
             if name == KAFKALITE:
                 r = run_phase(results, "startup", KafkaliteBroker,
-                              lambda: measure_kafkalite_start(args.ready_timeout))
+                              lambda: measure_kafkalite_start(args.ready_timeout,
+                                                             results.exit_codes))
                 if r is not None:
                     results.add("start_to_ready_ms", KAFKALITE, r[0] * 1000.0)
                     if r[1] is not None:
@@ -764,17 +782,23 @@ def main(argv: Optional[list[str]] = None) -> int:
     if "startup" in args.only:
         run_startup(results, args)
     env["wall_seconds"] = round(time.monotonic() - t0, 1)
+    env["loadavg_at_end"] = os.getloadavg()
 
     table = markdown_table(results, args)
     print(f"\nkafkalite vs librdkafka mock cluster — {env['date']}, commit {env['git_commit']}, "
           f"{env['cpus']} CPUs, confluent-kafka {env['confluent_kafka']} / librdkafka "
-          f"{env['librdkafka']}")
+          f"{env['librdkafka']}; load average %.2f at start, %.2f at end"
+          % (env["loadavg_at_start"][0], env["loadavg_at_end"][0]))
     print(f"command: {env['command']}")
     print(f"medians of {args.repeat} rounds (startup: of {args.starts} starts); "
           f"{args.messages} x {args.value_size} B messages; MB = 2^20 bytes of values\n")
     print(table)
     for note in results.notes:
         print(f"\nnote: {note}")
+    if results.exit_codes:
+        bad = [c for c in results.exit_codes if c != 0]
+        print(f"\nkafkalite on SIGTERM: {len(results.exit_codes)} stops, "
+              + (f"non-zero exit codes {bad} (-9 = needed SIGKILL)" if bad else "all exited 0"))
     if results.errors:
         print("\nfailures:")
         for phase, by_target in results.errors.items():
@@ -790,6 +814,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "medians": {m: {t: results.median(m, t) for t in v}
                         for m, v in results.values.items()},
             "errors": results.errors,
+            "kafkalite_exit_codes": results.exit_codes,
             "table_markdown": table,
         }
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
