@@ -20,7 +20,7 @@ import socket
 import struct
 import subprocess
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -364,7 +364,7 @@ def test_produce_consume_roundtrip(java_client: JavaClient, broker: BrokerProces
         for r, i in zip(got, idxs):
             assert r["value"] == expected_value(i), r
             assert r["headers"] == expected_headers(i), r
-            assert r["timestamp"] == ts_of[i] and r["timestampType"] == "CreateTime", r
+            assert r["timestamp"] == ts_of[i] and r["timestampType"] == "CREATE_TIME", r
             # ZooKeeper-mode Kafka stamps batches with the leader epoch, 0 for a new topic.
             assert r["leaderEpoch"] == 0, r
             if acks != "0":
