@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import os
+import signal
+import time
 import uuid
-from typing import Iterator
+from pathlib import Path
+from typing import Callable, Iterator, Optional
 
 import pytest
 
@@ -29,3 +33,70 @@ def fresh_broker(tmp_path) -> Iterator[BrokerProcess]:
 @pytest.fixture
 def topic_name() -> str:
     return "t-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def broker_factory(tmp_path) -> Iterator[Callable[..., BrokerProcess]]:
+    """Start brokers of the test's own with Kafka property overrides; all closed at teardown.
+
+    `broker_factory({"auto.create.topics.enable": "false"})` -> a started BrokerProcess.
+    """
+    started: list[BrokerProcess] = []
+
+    def make(overrides: Optional[dict[str, str]] = None, log_dir: Optional[Path] = None) -> BrokerProcess:
+        b = BrokerProcess(log_dir=log_dir or tmp_path / f"logs-{len(started)}", overrides=overrides)
+        started.append(b)
+        return b.start()
+
+    yield make
+    for b in started:
+        b.close()
+
+
+def _session_ids_alive(sids: set[int]) -> list[str]:
+    """Processes (not zombies) whose session id is one of `sids`: a broker is started as a session
+    leader, so anything it left behind keeps its session id."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        state, sid = fields[0], int(fields[3])
+        if sid in sids and state != "Z":
+            alive.append(f"session {sid} pid {entry}: {stat[:120]}")
+    return alive
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_broker_left_behind() -> Iterator[None]:
+    """After the whole session, no broker process (or anything it spawned) may still run."""
+    pids: set[int] = set()
+    original_start = BrokerProcess.start
+
+    def recording_start(self: BrokerProcess, *args: object, **kwargs: object) -> BrokerProcess:
+        try:
+            return original_start(self, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            if self.proc is not None:
+                pids.add(self.proc.pid)
+
+    BrokerProcess.start = recording_start  # type: ignore[method-assign]
+    yield
+    BrokerProcess.start = original_start  # type: ignore[method-assign]
+    deadline = time.monotonic() + 5
+    leftovers = _session_ids_alive(pids)
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leftovers = _session_ids_alive(pids)
+    if leftovers:
+        for sid in {int(line.split()[1]) for line in leftovers}:  # clean up what we started, then report
+            try:
+                os.killpg(sid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert not leftovers, "broker processes left behind after the test session:\n" + "\n".join(leftovers)
