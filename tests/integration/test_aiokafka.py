@@ -27,9 +27,8 @@ async def create(bootstrap: str, name: str, partitions: int) -> None:
     await admin.start()
     try:
         resp = await admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-        errors = [(t[0], t[1]) for t in resp.topic_errors] if hasattr(resp, "topic_errors") else \
-            [(t.name, t.error_code) for t in resp.topics]
-        assert errors == [(name, 0)], resp
+        # topic_errors rows are (topic, error_code, error_message)
+        assert [(t[0], t[1]) for t in resp.topic_errors] == [(name, 0)], resp
     finally:
         await admin.close()
 

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
@@ -197,6 +197,22 @@ def test_api_versions_unsupported_version_answers_35_as_v0(hb: BrokerProcess) ->
         assert {0, 1, 2, 3, 18, 19, 20, 22} <= keys  # Produce Fetch ListOffsets Metadata ApiVersions Create/Delete InitPid
 
 
+def test_produce_advertised_from_v0_but_v0_to_v2_refused(hb: BrokerProcess) -> None:
+    """Kafka 4 advertises Produce from v0 (ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION,
+    KAFKA-18659): librdkafka <= 2.11 otherwise turns gzip/snappy/lz4 off. Requests below v3 are
+    still refused like any unsupported version: the connection is closed."""
+    with RawClient(hb.bootstrap_servers) as c:
+        lo, hi = c.api_versions()[ProduceRequest.API_KEY]
+        assert (lo, hi >= 9) == (0, True), (lo, hi)
+    for v in (0, 2):
+        data = bytearray(encoded(ProduceRequest[3](transactional_id=None, acks=1, timeout_ms=1000, topic_data=[])))
+        struct.pack_into(">h", data, 6, v)
+        del data[14 + len("hostile"):14 + len("hostile") + 2]  # v0-2 have no transactional_id
+        struct.pack_into(">i", data, 0, len(data) - 4)
+        assert closed_after(hb, bytes(data)), v
+    assert_alive(hb)
+
+
 # --- produce validation ----------------------------------------------------------------------------
 
 def test_produce_corrupt_crc_is_corrupt_message(hb: BrokerProcess) -> None:
@@ -280,6 +296,71 @@ def test_fetch_out_of_range_and_unknown_partition(hb: BrokerProcess) -> None:
         assert c.fetch(BASE_TOPIC, 9, 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
         assert c.fetch("hostile-no-such-topic", 0, 0).error_code == UNKNOWN_TOPIC_OR_PARTITION
         assert c.list_offset(BASE_TOPIC, 9, -1).error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_fetch_tiny_max_bytes_still_returns_one_whole_batch(hb: BrokerProcess) -> None:
+    """KIP-74: the first batch is returned whole even when larger than max_bytes, so a consumer
+    can always make progress."""
+    with RawClient(hb.bootstrap_servers) as c:
+        for off in (0, 17):
+            pd = c.fetch(BASE_TOPIC, 0, off, max_bytes=1)
+            assert pd.error_code == 0
+            parsed = parse_records(pd.records)
+            assert len(parsed.batches) >= 1 and parsed.batches[0].crc_ok
+            b0 = parsed.batches[0]
+            assert b0.base_offset <= off <= b0.last_offset
+            assert [r.value for r in b0.records if r.offset == off] == [BASELINE[0][off]]
+
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+
+
+def session_fetch(c: RawClient, session_id: int, epoch: int, partitions: list[tuple[int, int]],
+                  topic: str) -> Any:
+    """A Fetch in a session (KIP-227): `partitions` lists (partition, fetch offset) to add/update."""
+    T = FetchRequest.FetchTopic
+    topics = [T(topic=topic, partitions=[T.FetchPartition(
+        partition=p, current_leader_epoch=-1, fetch_offset=off, last_fetched_epoch=-1, log_start_offset=-1,
+        partition_max_bytes=1 << 20) for p, off in partitions])] if partitions else []
+    return c.request(FetchRequest[c.version_for(FetchRequest, at_most=12)](
+        cluster_id=None, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+        session_id=session_id, session_epoch=epoch, topics=topics, forgotten_topics_data=[], rack_id=""))
+
+
+def test_fetch_sessions_incremental_and_errors(hb: BrokerProcess) -> None:
+    topic = "hostile-session"
+    create_topic(hb.bootstrap_servers, topic, 2)
+    with RawClient(hb.bootstrap_servers) as c:
+        for part in (0, 1):
+            r = c.produce(topic, part, build_batch([Rec(None, b"s%d-%d" % (part, i)) for i in range(5)]))
+            assert (r.error_code, r.base_offset) == (0, 0)
+        # Full fetch that creates a session (id 0, epoch 0): a session id comes back with the data.
+        full = session_fetch(c, 0, 0, [(0, 0), (1, 0)], topic)
+        assert full.error_code == 0 and full.session_id != 0
+        sid = full.session_id
+        got = {p.partition_index: [r.value for r in parse_records(p.records).records]
+               for t in full.responses for p in t.partitions}
+        assert got == {part: [b"s%d-%d" % (part, i) for i in range(5)] for part in (0, 1)}
+        # Incremental: move both fetch offsets to the end; nothing new, so no partition is returned.
+        inc = session_fetch(c, sid, 1, [(0, 5), (1, 5)], topic)
+        assert inc.error_code == 0 and inc.session_id == sid
+        assert [p for t in inc.responses for p in t.partitions] == []
+        # New data on partition 1 shows up in an incremental fetch that names no partitions.
+        r = c.produce(topic, 1, build_batch([Rec(None, b"session-new")]))
+        assert (r.error_code, r.base_offset) == (0, 5)
+        inc = session_fetch(c, sid, 2, [], topic)
+        assert inc.error_code == 0
+        parts = [p for t in inc.responses for p in t.partitions]
+        assert [(p.partition_index, p.error_code, p.high_watermark) for p in parts] == [(1, 0, 6)]
+        assert [r.value for r in parse_records(parts[0].records).records] == [b"session-new"]
+        # Wrong epoch and unknown session id are top-level errors.
+        assert session_fetch(c, sid, 7, [], topic).error_code == INVALID_FETCH_SESSION_EPOCH
+        unknown = sid + 1 if sid < 2**31 - 1 else 1
+        assert session_fetch(c, unknown, 1, [], topic).error_code == FETCH_SESSION_ID_NOT_FOUND
+        # Closing the session (epoch -1) makes its id unknown.
+        assert session_fetch(c, sid, -1, [(0, 5)], topic).error_code == 0
+        assert session_fetch(c, sid, 3, [], topic).error_code == FETCH_SESSION_ID_NOT_FOUND
 
 
 # --- acks=0, ordering ---------------------------------------------------------------------------

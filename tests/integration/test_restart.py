@@ -77,7 +77,7 @@ PRODUCER_SCRIPT = textwrap.dedent("""
     bootstrap, topic, ack_path = sys.argv[1:4]
     out = open(ack_path, "w", buffering=1)
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2, batch_size=2048,
-                      retries=0, enable_idempotence=False, max_in_flight_requests_per_connection=1,
+                      retries=0, enable_idempotence=False, max_in_flight_requests_per_connection=5,
                       request_timeout_ms=3000, max_block_ms=3000, delivery_timeout_ms=4000)
     def acked(i):
         def cb(md):
