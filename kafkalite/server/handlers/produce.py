@@ -123,4 +123,5 @@ def make(services: BrokerServices) -> ApiSpec:
                 topics.append(T(name=name, partition_responses=parts))
         return Resp(responses=topics, throttle_time_ms=0)
 
-    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
+    # Served from v3 (magic 2 only); advertised from v0 as Kafka 4 does (see ApiSpec).
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, advertised_min_version=0)
