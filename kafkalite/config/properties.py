@@ -129,3 +129,14 @@ def _unescape(raw: str, lineno: int) -> str:
     if any("\ud800" <= ch <= "\udfff" for ch in text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     return text
+
+
+def java_trim(value: str) -> str:
+    """Java's String.trim(): strips only characters <= U+0020 at both ends (str.strip() takes
+    more). ConfigDef trims every value this way before parsing it."""
+    start, end = 0, len(value)
+    while start < end and value[start] <= " ":
+        start += 1
+    while end > start and value[end - 1] <= " ":
+        end -= 1
+    return value[start:end]

@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.config.properties import PropertiesSyntaxError, parse_properties
+from kafkalite.config.properties import java_trim, PropertiesSyntaxError, parse_properties
 
 __all__ = [
     "ConfigError",
@@ -712,7 +712,7 @@ def build_config(props: Mapping[str, str]) -> LoadedConfig:
     """Validate already-parsed properties into a KafkaConfig. Raises ConfigError."""
     warnings = [f"unknown config key '{key}' ignored" for key in props if not is_known_key(key)]
     # Only Kafka key names reach the model: a snake_case key in a file is unknown, not a field.
-    values = {key: _java_trim(value) for key, value in props.items() if key in ALIAS_TO_FIELD}
+    values = {key: java_trim(value) for key, value in props.items() if key in ALIAS_TO_FIELD}
     try:
         config = KafkaConfig.model_validate(values)
     except ValidationError as exc:
@@ -720,14 +720,6 @@ def build_config(props: Mapping[str, str]) -> LoadedConfig:
     return LoadedConfig(config=config, warnings=warnings, properties=dict(props))
 
 
-def _java_trim(value: str) -> str:
-    # String.trim(): strips every char <= U+0020 at both ends (ConfigDef trims before parsing).
-    start, end = 0, len(value)
-    while start < end and value[start] <= " ":
-        start += 1
-    while end > start and value[end - 1] <= " ":
-        end -= 1
-    return value[start:end]
 
 
 def _translate(exc: ValidationError, values: Mapping[str, str]) -> ConfigError:

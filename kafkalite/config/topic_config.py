@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from kafkalite.config.properties import java_trim
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
 
 
@@ -53,14 +54,6 @@ _NUMBER = re.compile(r"[+-]?\d+")     # Java's parseInt/parseLong: Unicode digit
 _LIST_SEP = re.compile(r"\s*,\s*")   # ConfigDef's COMMA_WITH_WHITESPACE
 
 
-def _java_trim(s: str) -> str:
-    """String.trim(): strips characters <= U+0020 only (str.strip() would take more)."""
-    i, j = 0, len(s)
-    while i < j and s[i] <= " ":
-        i += 1
-    while j > i and s[j - 1] <= " ":
-        j -= 1
-    return s[i:j]
 
 
 def _equals_ignore_case(a: str, b: str) -> bool:
@@ -77,7 +70,7 @@ def _invalid(key: str, value: object, reason: str) -> InvalidTopicConfigError:
 def _parse_value(key: str, raw: str) -> object:
     """ConfigDef.parseType followed by the key's validator, with Kafka's messages."""
     kind = _TYPES[key]
-    trimmed = _java_trim(raw)
+    trimmed = java_trim(raw)
     if kind == "BOOLEAN":
         if _equals_ignore_case(trimmed, "true"):
             return True
