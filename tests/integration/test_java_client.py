@@ -10,6 +10,8 @@ Missing java/javac/jars FAIL these tests on purpose (CI installs `default-jdk-he
 """
 from __future__ import annotations
 
+import time
+
 import hashlib
 import importlib.util
 import json
@@ -38,7 +40,9 @@ LOG_CONFIG = JAVA_DIR / "log4j2.properties"
 
 NUM_PARTITIONS = 3
 N = 30
-BASE_TS = 1_700_000_000_000
+# An hour ago, whole seconds: explicit timestamps must be within retention.ms (7 days), or the
+# broker's retention check deletes the data, exactly as Kafka's does.
+BASE_TS = (int(time.time()) - 3600) * 1000
 BROKER_ID = 0
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID.toString()
 

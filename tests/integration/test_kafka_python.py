@@ -151,7 +151,7 @@ def first_offset_at_or_after(timestamps: list[int], target: int):
 def test_explicit_timestamps_and_offsets_for_times(broker: BrokerProcess, admin: KafkaAdminClient,
                                                    topic_name: str) -> None:
     create(admin, topic_name, 2)
-    base = 1_700_000_000_000
+    base = (int(time.time()) - 3600) * 1000  # recent: within retention.ms, or retention deletes it
     # Mostly increasing, with some out-of-order timestamps: the answer is the first offset (in
     # offset order) whose timestamp is >= the target.
     ts = [base + 10 * i for i in range(60)]
