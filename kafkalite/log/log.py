@@ -122,7 +122,7 @@ class Log:
                  log_start_offset: int, recovery_point: int, log_end_offset: int,
                  now_ms: int) -> None:
         self.dir = dir
-        self._config = config
+        self.update_config(config)
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
@@ -197,9 +197,16 @@ class Log:
     def config(self) -> LogConfig:
         return self._config
 
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self.update_config(config)
+
     def update_config(self, config: LogConfig) -> None:
         """New settings take effect from the next operation (index size: from the next roll)."""
         self._config = config
+        policies = {p.strip() for p in config.cleanup_policy.split(",")}
+        self._is_compacted = "compact" in policies
+        self._is_delete = "delete" in policies
 
     @property
     def log_end_offset(self) -> int:
@@ -247,14 +254,6 @@ class Log:
             return
         write_partition_metadata(self.dir, topic_id)
         self._topic_id = topic_id
-
-    @property
-    def _is_compacted(self) -> bool:
-        return "compact" in (p.strip() for p in self._config.cleanup_policy.split(","))
-
-    @property
-    def _is_delete(self) -> bool:
-        return "delete" in (p.strip() for p in self._config.cleanup_policy.split(","))
 
     # -- appending ---------------------------------------------------------------------------
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,

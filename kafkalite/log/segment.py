@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from pathlib import Path
 from typing import Iterator, NamedTuple, Sequence
 
@@ -518,7 +519,7 @@ class LogSegment:
         self._bytes_since_last_index_entry = valid - last_index_entry
         return truncated
 
-    def truncate_to(self, offset: int, now_ms: int) -> int:
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
         """Remove every batch whose last offset is >= ``offset`` (the batch containing
         ``offset`` goes whole) and index entries from ``offset`` on. Returns bytes removed."""
         mapping = self.translate_offset(offset)
@@ -537,7 +538,7 @@ class LogSegment:
                 raise KafkaStorageError(f"I/O error truncating {self.log_path}: {e}") from e
             self._size = new_size
         if self._size == 0:
-            self.created_ms = now_ms
+            self.created_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
             self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
         self._max_ts_and_offset = self._read_largest_timestamp()
