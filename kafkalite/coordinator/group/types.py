@@ -56,3 +56,7 @@ class LoadedPartition:
     per key wins; tombstones remove)."""
     groups: dict[str, GroupSnapshot] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
+    # Transactional offset commits (TxnOffsetCommit) whose transaction had no COMMIT/ABORT marker
+    # yet at the end of the log: producer id -> group -> (topic, partition) -> offset.
+    pending_transactional_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = \
+        field(default_factory=dict)
