@@ -1,0 +1,97 @@
+"""`kafkalite serve` as a process: config errors, warnings, the ready line, port 0, clean shutdown."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness import BrokerProcess
+from tests.integration.util import RawClient, Rec, build_batch, create_topic
+
+
+def _serve(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkalite", "serve", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("log.segment.bytes", "abc"),
+    ("log.segment.bytes", "10"),
+    ("num.partitions", "0"),
+    ("listeners", "PLAINTEXT://127.0.0.1:99999"),
+    ("log.message.timestamp.type", "WallClock"),
+    ("auto.create.topics.enable", "yes"),
+])
+def test_invalid_value_stops_startup_with_one_line_naming_the_key(tmp_path: Path, key: str, value: str) -> None:
+    r = _serve("--override", f"log.dirs={tmp_path}", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+               "--override", f"{key}={value}")
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert f"'{key}'" in lines[0] and value in lines[0]
+
+
+def test_override_without_equals_is_an_error(tmp_path: Path) -> None:
+    r = _serve("--override", "log.dirs")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "log.dirs" in r.stderr
+
+
+def test_missing_config_file_is_one_clear_line(tmp_path: Path) -> None:
+    r = _serve("--config", str(tmp_path / "nope.properties"))
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("kafkalite: cannot read config file")
+    assert str(tmp_path / "nope.properties") in line and "No such file or directory" in line
+
+
+def test_config_file_and_unknown_key_warning(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text(f"listeners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path / 'logs'}\n"
+                     "num.partitions=4\nfoo.bar.baz=1\n")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "serve", "--config", str(props)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = proc.stdout.readline()
+        assert ready.startswith("kafkalite ready: broker 0 listening on PLAINTEXT://127.0.0.1:")
+        port = int(ready.split("127.0.0.1:")[1].split()[0])
+        assert port > 0
+        with RawClient(f"127.0.0.1:{port}") as c:
+            md = c.metadata(["auto-created"], allow_auto_topic_creation=True)
+            assert md.topics[0].error_code in (0, 5)
+            md = c.metadata(["auto-created"])
+            assert len(md.topics[0].partitions) == 4     # num.partitions from the file
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert "unknown config key 'foo.bar.baz' ignored" in err
+
+
+def test_sigterm_and_sigint_shut_down_cleanly(tmp_path: Path) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        b = BrokerProcess(log_dir=tmp_path / "logs")
+        b.start()
+        name = "clean-" + sig.name.lower()
+        create_topic(b.bootstrap_servers, name, 1)
+        with RawClient(b.bootstrap_servers) as c:
+            r = c.produce(name, 0, build_batch([Rec(b"k", b"v")] * 3), version=12)
+            assert r.error_code == 0
+        assert b.proc is not None
+        b.proc.send_signal(sig)
+        assert b.proc.wait(20) == 0
+        b.proc = None
+        logs = tmp_path / "logs"
+        assert (logs / ".kafka_cleanshutdown").exists()
+        rp = (logs / "recovery-point-offset-checkpoint").read_text().splitlines()
+        assert rp[0] == "0" and f"{name} 0 3" in rp[2:]
+        assert (logs / "log-start-offset-checkpoint").exists()
+        # restart on the same dir: data intact, marker consumed
+        b.start()
+        assert not (logs / ".kafka_cleanshutdown").exists()
+        with RawClient(b.bootstrap_servers) as c:
+            assert c.list_offset(name, 0, -1).offset == 3
+        b.close()
