@@ -143,10 +143,14 @@ class SocketServer:
         conn.task = asyncio.get_running_loop().create_task(conn.run())
         conn.task.add_done_callback(lambda _t, c=conn: self._connections.discard(c))
 
-    async def shutdown(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, let in-flight requests finish and answer, then close every connection."""
+    def stop_accepting(self) -> None:
+        """No new connections; existing ones keep being served until shutdown()."""
         for _ep, server in self._servers:
             server.close()
+
+    async def shutdown(self, grace_s: float = 5.0) -> None:
+        """Stop accepting, let in-flight requests finish and answer, then close every connection."""
+        self.stop_accepting()
         deadline = asyncio.get_running_loop().time() + grace_s
         while any(c.busy for c in self._connections) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.005)
