@@ -62,6 +62,10 @@ class ReplicaManager:
             log_ = self.log_manager.get_or_create_log(tp.topic, tp.partition, config, topic_id=topic_id)
             partition = Partition(tp, topic_id, log_, self.broker_id)
             self.partitions[tp] = partition
+        if partition.log.config != config:
+            # Logs opened at start-up got the broker defaults; the topic's own overrides (from
+            # the metadata store) apply from here on.
+            partition.log.update_config(config)
         partition.make_leader(leader_epoch, replicas, isr)
         return partition
 
