@@ -13,14 +13,19 @@ from typing import Optional
 from kafkalite.config.server_config import KafkaConfig
 from kafkalite.controller.local_controller import LocalController
 from kafkalite.controller.metadata_store import LocalMetadataStore
+from kafkalite.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, OffsetConfig
+from kafkalite.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.log.log_manager import LogManager
 from kafkalite.network.socket_server import Endpoint, SocketServer
 from kafkalite.replica.replica_manager import ReplicaManager
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.handler import ApiSpec
-from kafkalite.server.handlers import (api_versions, create_topics, delete_topics, fetch,
-                                       init_producer_id, list_offsets, metadata, produce)
+from kafkalite.server.handlers import (api_versions, create_topics, delete_groups, delete_topics,
+                                       describe_groups, fetch, find_coordinator, heartbeat,
+                                       init_producer_id, join_group, leave_group, list_groups,
+                                       list_offsets, metadata, offset_commit, offset_delete,
+                                       offset_fetch, produce, sync_group)
 from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.server.scheduler import Scheduler
@@ -38,6 +43,7 @@ class KafkaServer:
         self.log_manager: Optional[LogManager] = None
         self.store: Optional[LocalMetadataStore] = None
         self.replica_manager: Optional[ReplicaManager] = None
+        self.group_coordinator: Optional[GroupCoordinator] = None
         self.scheduler = Scheduler()
         self.bound: list[Endpoint] = []
         self._shutdown_done = False
@@ -78,11 +84,31 @@ class KafkaServer:
             self.broker_id, self.store, self.replica_manager, cache, default_log_config,
             cfg.num_partitions, cfg.default_replication_factor, broker_info, cfg.delete_topic_enable)
         controller.startup()
+        group_storage = GroupMetadataManager(
+            self.broker_id, cfg.offsets_topic_num_partitions, self.replica_manager, controller,
+            replication_factor=cfg.offsets_topic_replication_factor, segment_bytes=cfg.offsets_topic_segment_bytes,
+            commit_timeout_ms=cfg.offsets_commit_timeout_ms, required_acks=cfg.offsets_commit_required_acks,
+            max_metadata_size=cfg.offset_metadata_max_bytes, load_buffer_size=cfg.offsets_load_buffer_size)
+        self.group_coordinator = GroupCoordinator(
+            self.broker_id,
+            GroupConfig(min_session_timeout_ms=cfg.group_min_session_timeout_ms,
+                        max_session_timeout_ms=cfg.group_max_session_timeout_ms,
+                        max_size=cfg.group_max_size,
+                        initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms),
+            OffsetConfig(max_metadata_size=cfg.offset_metadata_max_bytes,
+                         retention_ms=cfg.offsets_retention_minutes * 60 * 1000,
+                         retention_check_interval_ms=cfg.offsets_retention_check_interval_ms),
+            group_storage)
+        self.group_coordinator.startup()
         services = BrokerServices(
             broker_id=self.broker_id, config=cfg, metadata_cache=cache,
             replica_manager=self.replica_manager, controller=controller,
             producer_id_manager=ProducerIdManager(self.broker_id, self.store),
-            fetch_sessions=FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots))
+            fetch_sessions=FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
+            group_coordinator=self.group_coordinator, group_metadata_manager=group_storage)
+        # this broker leads every `__consumer_offsets` partition it hosts: load them (requests for
+        # their groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile)
+        self.group_coordinator.elect_led_partitions(find_coordinator.led_offsets_partitions(services))
         specs += [
             api_versions.make(lambda: specs),
             metadata.make(services),
@@ -92,6 +118,17 @@ class KafkaServer:
             fetch.make(services),
             list_offsets.make(services),
             init_producer_id.make(services),
+            find_coordinator.make(services),
+            join_group.make(services),
+            sync_group.make(services),
+            heartbeat.make(services),
+            leave_group.make(services),
+            offset_commit.make(services),
+            offset_fetch.make(services),
+            describe_groups.make(services),
+            list_groups.make(services),
+            delete_groups.make(services),
+            offset_delete.make(services),
         ]
         apis = KafkaApis(specs)
         self._schedule_maintenance()
@@ -129,6 +166,10 @@ class KafkaServer:
         if self._shutdown_done:
             return
         self._shutdown_done = True
+        if self.group_coordinator is not None:
+            # first: JoinGroup/SyncGroup requests parked in the coordinator are answered
+            # (NOT_COORDINATOR) instead of holding the socket server's drain
+            await self.group_coordinator.shutdown()
         if self.socket_server is not None:
             await self.socket_server.shutdown()
         await self.scheduler.shutdown()

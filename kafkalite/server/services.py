@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 from kafkalite.config.server_config import KafkaConfig
 from kafkalite.controller.local_controller import LocalController
+from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
+from kafkalite.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.replica.replica_manager import ReplicaManager
 from kafkalite.server.fetch_session import FetchSessionCache
@@ -20,3 +22,5 @@ class BrokerServices:
     controller: LocalController
     producer_id_manager: ProducerIdManager
     fetch_sessions: FetchSessionCache
+    group_coordinator: GroupCoordinator
+    group_metadata_manager: GroupMetadataManager

@@ -29,6 +29,18 @@ EXPECTED_RANGES = {
     19: (2, 7),    # CreateTopics
     20: (1, 6),    # DeleteTopics
     22: (0, 5),    # InitProducerId
+    # group coordinator: every version is swept in tests/unit/test_group_coordinator.py
+    8: (2, 10),    # OffsetCommit
+    9: (1, 10),    # OffsetFetch
+    10: (0, 6),    # FindCoordinator
+    11: (0, 9),    # JoinGroup
+    12: (0, 4),    # Heartbeat
+    13: (0, 5),    # LeaveGroup
+    14: (0, 5),    # SyncGroup
+    15: (0, 6),    # DescribeGroups
+    16: (0, 5),    # ListGroups
+    42: (0, 2),    # DeleteGroups
+    47: (0, 0),    # OffsetDelete
 }
 
 

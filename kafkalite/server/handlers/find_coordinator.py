@@ -1,0 +1,93 @@
+"""FindCoordinator (key 10): the broker leading the `__consumer_offsets` partition of a group
+(key type 0), one key (v0-3) or a batch of keys (v4+).
+
+As Kafka (ZooKeeper mode) does, the first request finding no `__consumer_offsets` topic creates it
+and answers COORDINATOR_NOT_AVAILABLE; the client retries. Transaction keys (type 1) get
+COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator yet, which is what Kafka answers
+while it cannot create `__transaction_state`. Other key types (share groups, v6) are refused with
+INVALID_REQUEST: this broker has no share coordinator.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+from kafkalite.coordinator.group.types import GROUP_METADATA_TOPIC_NAME
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.request_context import RequestContext
+from kafkalite.server.services import BrokerServices
+
+API_KEY = 10
+MIN_VERSION, MAX_VERSION = 0, 6
+MIN_BATCHED_VERSION = 4
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+NO_NODE = (-1, "", -1)
+
+# Errors.message() of what this handler answers (the exception's default message; NONE's is "NONE")
+_MESSAGES = {
+    ErrorCode.NONE: "NONE",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.INVALID_REQUEST: ("This most likely occurs because of a request being malformed by the client "
+                                "library or the message was sent to an incompatible broker. See the broker "
+                                "logs for more details."),
+}
+
+
+def led_offsets_partitions(services: BrokerServices) -> list[int]:
+    """The `__consumer_offsets` partitions this broker leads, per the metadata cache."""
+    topic = services.metadata_cache.topic(GROUP_METADATA_TOPIC_NAME)
+    if topic is None:
+        return []
+    return sorted(p for p, info in topic.partitions.items() if info.leader == services.broker_id)
+
+
+def make(services: BrokerServices) -> ApiSpec:
+    cache = services.metadata_cache
+    coordinator = services.group_coordinator
+    manager = services.group_metadata_manager
+
+    def find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+        if key_type == KEY_TYPE_TRANSACTION:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        if key_type != KEY_TYPE_GROUP:
+            return ErrorCode.INVALID_REQUEST, NO_NODE
+        topic = cache.topic(GROUP_METADATA_TOPIC_NAME)
+        if topic is None:
+            manager.ensure_offsets_topic()
+            coordinator.elect_led_partitions(led_offsets_partitions(services))
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        info = topic.partitions.get(coordinator.partition_for(key))
+        if info is None or info.leader < 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        broker = cache.brokers.get(info.leader)
+        ep = broker.endpoint(ctx.listener_name) if broker is not None else None
+        if ep is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        if info.leader == services.broker_id:
+            # a partition led since start-up or creation is being (or was) loaded; make sure
+            coordinator.elect_led_partitions([info.partition])
+        return ErrorCode.NONE, (info.leader, ep.host, ep.port)
+
+    async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+        v = ctx.api_version
+        Resp = FindCoordinatorResponse[v]
+        key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
+        if v < MIN_BATCHED_VERSION:
+            error, (node_id, host, port) = find(ctx, key_type, req.key)
+            message: Optional[str] = _MESSAGES.get(error, error.name)
+            return Resp(throttle_time_ms=0, error_code=error, error_message=message, node_id=node_id, host=host,
+                        port=port)
+        C = Resp.Coordinator
+        coordinators = []
+        for key in req.coordinator_keys:
+            error, (node_id, host, port) = find(ctx, key_type, key)
+            coordinators.append(C(key=key, node_id=node_id, host=host, port=port, error_code=error,
+                                  error_message=None))
+        return Resp(throttle_time_ms=0, coordinators=coordinators)
+
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
