@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
+from kafkalite.coordinator.group.group_metadata_manager import expired_offsets as storage_expired_offsets
 from kafkalite.coordinator.group.types import GroupSnapshot, MemberSnapshot, OffsetAndMetadata
 from kafkalite.protocol.errors import ErrorCode
 
@@ -572,39 +573,20 @@ class GroupMetadata:
 
 
 def expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> dict[TopicPartitionKey, OffsetAndMetadata]:
-    """Kafka's GroupMetadata.removeExpiredOffsets, without the removal.
+    """Kafka's GroupMetadata.removeExpiredOffsets, without the removal: the storage layer's rule
+    (`offsets.retention.minutes`, KIP-211) applied to the live group.
 
-    - Empty group (with a protocol type): everything expires `retention_ms` after the group became
-      empty (or after the commit, if the group's state timestamp is unknown);
-    - Stable consumer group that knows its subscription: offsets of topics nobody subscribes to
-      expire `retention_ms` after their commit;
-    - no protocol type (offsets only, "simple" consumers): each offset `retention_ms` after commit;
-    - otherwise nothing expires. An explicit expire timestamp (OffsetCommit v1 era) wins; offsets
-      with a commit in flight never expire.
+    Empty group with a protocol type: retention counts from when it became empty; Stable
+    consumer group that knows its subscription: offsets of topics nobody subscribes to expire
+    after their commit; no protocol type (offsets-only "simple" consumers): after each commit;
+    otherwise nothing. Offsets with a commit in flight never expire.
     """
-    def select(base: Callable[[OffsetAndMetadata], int], subscribed: frozenset[str] = frozenset()
-               ) -> dict[TopicPartitionKey, OffsetAndMetadata]:
-        out: dict[TopicPartitionKey, OffsetAndMetadata] = {}
-        for tp, rec in group.offsets.items():
-            om = rec.offset_and_metadata
-            if tp[0] in subscribed or tp in group.pending_offset_commits:
-                continue
-            if om.expire_timestamp != -1:
-                if now_ms >= om.expire_timestamp:
-                    out[tp] = om
-            elif now_ms - base(om) >= retention_ms:
-                out[tp] = om
-        return out
-
-    if group.protocol_type is not None and group.is_(GroupState.EMPTY):
-        ts = group.current_state_timestamp
-        return select(lambda om: ts if ts is not None else om.commit_timestamp)
-    if (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None
-            and group.is_(GroupState.STABLE)):
-        return select(lambda om: om.commit_timestamp, frozenset(group.subscribed_topics))
-    if group.protocol_type is None:
-        return select(lambda om: om.commit_timestamp)
-    return {}
+    ts = group.current_state_timestamp
+    return storage_expired_offsets(
+        group.all_offsets(), now_ms, retention_ms, protocol_type=group.protocol_type,
+        group_empty=group.is_(GroupState.EMPTY), group_stable=group.is_(GroupState.STABLE),
+        current_state_timestamp=ts if ts is not None else -1,
+        subscribed=group.subscribed_topics, pending=frozenset(group.pending_offset_commits))
 
 
 def group_from_snapshot(snapshot: GroupSnapshot, offsets: dict[TopicPartitionKey, OffsetAndMetadata],
