@@ -166,10 +166,15 @@ class KafkaServer:
         if self._shutdown_done:
             return
         self._shutdown_done = True
+        # No new connections; then every request still waiting is answered before the
+        # connections close: parked JoinGroup/SyncGroup get NOT_COORDINATOR, long-poll fetches
+        # and acks=all produces complete now with what the logs hold.
+        if self.socket_server is not None:
+            self.socket_server.stop_accepting()
         if self.group_coordinator is not None:
-            # first: JoinGroup/SyncGroup requests parked in the coordinator are answered
-            # (NOT_COORDINATOR) instead of holding the socket server's drain
             await self.group_coordinator.shutdown()
+        if self.replica_manager is not None:
+            self.replica_manager.complete_delayed_requests()
         if self.socket_server is not None:
             await self.socket_server.shutdown()
         await self.scheduler.shutdown()

@@ -95,3 +95,29 @@ def test_sigterm_and_sigint_shut_down_cleanly(tmp_path: Path) -> None:
         with RawClient(b.bootstrap_servers) as c:
             assert c.list_offset(name, 0, -1).offset == 3
         b.close()
+
+
+def test_in_flight_long_poll_is_answered_on_sigterm(tmp_path: Path) -> None:
+    """A fetch waiting in purgatory (max_wait 30 s) is answered at shutdown, not dropped."""
+    import time
+
+    from tests.integration.test_fetch_long_poll_and_sessions import _fetch_req
+
+    b = BrokerProcess(log_dir=tmp_path / "logs").start()
+    try:
+        create_topic(b.bootstrap_servers, "waiting", 1)
+        with RawClient(b.bootstrap_servers) as c:
+            assert c.produce("waiting", 0, build_batch([Rec(b"k", b"v")]), version=12).error_code == 0
+            corr = c.send(_fetch_req({"waiting": [(0, 1)]}, 0, -1, max_wait_ms=30_000, min_bytes=1))
+            time.sleep(0.3)          # the fetch is parked in the purgatory
+            assert b.proc is not None
+            start = time.monotonic()
+            b.proc.send_signal(signal.SIGTERM)
+            got, resp = c.recv(timeout=10)
+            assert got == corr and time.monotonic() - start < 10
+            p = resp.responses[0].partitions[0]
+            assert p.error_code == 0 and p.high_watermark == 1 and not p.records
+            assert b.proc.wait(20) == 0
+            b.proc = None
+    finally:
+        b.close()
