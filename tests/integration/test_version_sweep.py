@@ -251,3 +251,14 @@ def test_init_producer_id_each_version(client: RawClient, v: int) -> None:
     assert len(seen) == 3
     r = client.request(InitProducerIdRequest[v](transactional_id="txn", transaction_timeout_ms=60000))
     assert r.error_code == 16  # NOT_COORDINATOR: no transaction coordinator yet
+
+
+def test_metadata_naming_the_offsets_topic_creates_it(fresh_broker: BrokerProcess) -> None:
+    with RawClient(fresh_broker.bootstrap_servers) as c:
+        first = c.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
+                                              allow_auto_topic_creation=False))
+        assert first.topics[0].error_code == 5   # LEADER_NOT_AVAILABLE: just created
+        again = c.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
+                                              allow_auto_topic_creation=False))
+        (t,) = again.topics
+        assert t.error_code == 0 and t.is_internal is True and len(t.partitions) == 50

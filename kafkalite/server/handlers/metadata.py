@@ -12,7 +12,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.server.topic_validation import is_internal, topic_name_error
+from kafkalite.server.topic_validation import GROUP_METADATA_TOPIC_NAME, is_internal, topic_name_error
 
 API_KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 13
@@ -69,6 +69,11 @@ def make(services: BrokerServices) -> ApiSpec:
                     topics.append(topic_metadata(Resp, name, None, include_ops))
                 elif topic_name_error(name) is not None:
                     topics.append(topic_metadata(Resp, name, None, include_ops, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                elif name == GROUP_METADATA_TOPIC_NAME:
+                    # Kafka creates the offsets topic when it is named, whatever the request's
+                    # auto-creation flag, with its own partition count and configs.
+                    topics.append(topic_metadata(Resp, name, None, include_ops, ErrorCode.LEADER_NOT_AVAILABLE))
+                    services.group_metadata_manager.ensure_offsets_topic()
                 elif allow_auto_create and not is_internal(name):
                     to_create.append(name)
                     # Kafka (ZooKeeper mode) answers a topic it just created with LEADER_NOT_AVAILABLE;
