@@ -12,9 +12,17 @@ Measurements (see docs/benchmarks.md for the method):
               everything the target still holds is read.
   latency  -- 2,000 single-message sends, flush after each, acks=1; p50 / p99.
   startup  -- `kafkalite serve`: process spawn to ready line, and the broker's own "started in".
+  rebalance -- consumer groups: a 12-partition topic with a steady trickle of messages, three
+              consumers stable in one group; a fourth subscribes: time until all four hold their
+              final 3-partition share and each has received a message since it got it. Once with
+              the default `range` assignor (eager protocol), once with `cooperative-sticky`.
+  commit   -- consumer groups: one member of a group commits offsets of its 3 partitions,
+              synchronously in a loop (commits/s, one OffsetCommit round trip each), then
+              asynchronously (pipelined; commits/s until the last is acknowledged).
 
 Usage:
-  python scripts/bench.py [--messages N] [--repeat R] [--only produce,consume,latency,startup]
+  python scripts/bench.py [--messages N] [--repeat R]
+                          [--only produce,consume,latency,startup,rebalance,commit]
                           [--json out.json]
 """
 from __future__ import annotations
@@ -48,7 +56,14 @@ READY_RE = re.compile(r"kafkalite ready: broker (\d+) listening on PLAINTEXT://(
 STARTED_IN_RE = re.compile(r"started in ([0-9.]+) s")
 MIB = 1024 * 1024
 PARTITIONS = 3
-PHASES = ("produce", "consume", "latency", "startup")
+PHASES = ("produce", "consume", "latency", "startup", "rebalance", "commit")
+GROUP_PHASES = ("rebalance", "commit")
+GROUP_PARTITIONS = 12
+ASSIGNORS = ("range", "cooperative-sticky")
+# Fast group dynamics on kafkalite (Kafka's defaults: 3000 ms initial delay, 6000 ms minimum
+# session timeout, which would refuse the benchmark's short session.timeout.ms).
+GROUP_BROKER_OVERRIDES = ("group.initial.rebalance.delay.ms=0",
+                          "group.min.session.timeout.ms=1000")
 KAFKALITE = "kafkalite"
 MOCK = "mock"
 
@@ -140,6 +155,13 @@ class KafkaliteBroker:
         fut.result(timeout)
         wait_for_partitions(self.bootstrap, topic, partitions, timeout)
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the broker process has used so far (from /proc)."""
+        assert self.proc is not None, "broker not started"
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (clean shutdown), SIGKILL the process group if it does not exit in time."""
         proc, self.proc = self.proc, None
@@ -184,6 +206,11 @@ class _RdKafkaLib:
         lib.rd_kafka_mock_topic_create.argtypes = [vp, cp, ci, ci]
         lib.rd_kafka_mock_topic_create.restype = ci
         lib.rd_kafka_version_str.restype = cp
+        # Optional in older builds: without it the mock's first join waits its 3000 ms default.
+        self.has_initial_delay = hasattr(lib, "rd_kafka_mock_group_initial_rebalance_delay_ms")
+        if self.has_initial_delay:
+            lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [vp, ctypes.c_int32]
+            lib.rd_kafka_mock_group_initial_rebalance_delay_ms.restype = None
         self.lib = lib
         self.path = path
 
@@ -273,6 +300,16 @@ class MockCluster:
             if got != partitions:
                 self.partition_count_note = (f"mock auto-created {got} partitions; "
                                              f"only {partitions} used")
+
+    def set_group_initial_rebalance_delay_ms(self, delay_ms: int) -> None:
+        """The mock's `group.initial.rebalance.delay.ms` (its default is 3000, like Kafka's)."""
+        if self._mcluster is None or self._lib is None:
+            raise BenchError("consumer-group rows need the mock C API (rd_kafka_mock_cluster_new "
+                             "via ctypes): the test.mock.num.brokers fallback cannot create a "
+                             f"{GROUP_PARTITIONS}-partition topic or set the rebalance delay")
+        if not self._lib.has_initial_delay:
+            raise BenchError("this librdkafka lacks rd_kafka_mock_group_initial_rebalance_delay_ms")
+        self._lib.lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._mcluster, delay_ms)
 
     def stop(self) -> None:
         if self._mcluster is not None and self._lib is not None:
@@ -508,6 +545,380 @@ def measure_mock_start() -> float:
 
 
 # --------------------------------------------------------------------------------------------
+# Consumer-group measurements
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class GroupSettings:
+    """Client settings shared by every group member of both targets."""
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    trickle_ms: float  # one message into every partition this often
+    fetch_wait_max_ms: int = 10
+
+    def consumer_conf(self, bootstrap: str, group: str, assignor: str) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "partition.assignment.strategy": assignor,
+            "session.timeout.ms": self.session_timeout_ms,
+            "heartbeat.interval.ms": self.heartbeat_interval_ms,
+            # New members start at the end: the trickle gives them a message within trickle_ms.
+            "auto.offset.reset": "latest",
+            # The mock answers a Fetch that finds no data only after fetch.wait.max.ms, even when
+            # a message arrives meanwhile (rdkafka_mock_handlers.c); with the default 500 ms a
+            # member at the end of its partitions would see the trickle in 500 ms steps there.
+            # kafkalite completes the long poll on the produce, so this costs it only requests.
+            "fetch.wait.max.ms": self.fetch_wait_max_ms,
+            # Everything else is librdkafka's default (auto commit every 5 s, ...): the
+            # rebalance a real consumer group goes through.
+            "log_level": 3,
+        }
+
+
+class Trickle:
+    """A producer thread writing one small message to every partition each `interval_s`."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, interval_s: float) -> None:
+        self.producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1,
+                                     "log_level": 3})
+        self.topic, self.partitions, self.interval_s = topic, partitions, interval_s
+        self.sent = 0
+        self.error: Optional[str] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-trickle", daemon=True)
+
+    def start(self) -> "Trickle":
+        self.producer.list_topics(self.topic, timeout=10)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        value = b"t" * 64
+        next_at = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                for p in range(self.partitions):
+                    self.producer.produce(self.topic, value, partition=p)
+                self.sent += self.partitions
+                self.producer.poll(0)
+                next_at += self.interval_s
+                self._stop.wait(max(0.0, next_at - time.monotonic()))
+        except (BufferError, ck.KafkaException) as e:
+            self.error = f"trickle producer: {e}"
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.producer.flush(5)
+
+
+class GroupBoard:
+    """What every member of one group holds and has consumed, under one lock, so that the
+    measuring thread sees a consistent snapshot of all members at once."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.members: list["GroupMember"] = []
+
+    def snapshot(self) -> list[tuple[frozenset[int], Optional[float], float, int]]:
+        """(assignment, first message since it last changed, when it changed, changes) per
+        member. Callers hold self.cond."""
+        return [(frozenset(m.assignment), m.first_msg_at, m.changed_at, m.changes)
+                for m in self.members]
+
+
+class GroupMember:
+    """One confluent-kafka Consumer in the group, subscribed and polling on its own thread.
+
+    Threads, not subprocesses: a member's Python work here is a few callbacks and a handful of
+    small messages; heartbeats, joins, syncs and fetches run on librdkafka's own C threads either
+    way, and `consume()` releases the GIL while it waits. Threads keep one clock for every event
+    (and the mock cluster lives in this process anyway), and no interpreter start stands between
+    the fourth member's `subscribe()` and its first request.
+    """
+
+    def __init__(self, board: GroupBoard, name: str, conf: dict[str, Any], topic: str,
+                 cooperative: bool) -> None:
+        self.board, self.name, self.topic, self.cooperative = board, name, topic, cooperative
+        self.assignment: set[int] = set()
+        self.changed_at = 0.0              # perf_counter of the last assignment change
+        self.first_msg_at: Optional[float] = None  # first message since that change
+        self.changes = 0
+        self.subscribed_at: Optional[float] = None
+        self.messages = 0
+        self.errors: list[str] = []
+        self.closed_ok = False
+        conf = dict(conf)
+        conf["error_cb"] = self._on_error
+        self.consumer = ck.Consumer(conf)
+        self.go = threading.Event()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"bench-{name}", daemon=True)
+        with board.cond:
+            board.members.append(self)
+
+    def _on_error(self, err: ck.KafkaError) -> None:
+        # Transport hiccups are retried by the client; only fatal ones are a failed run.
+        if err.fatal() and len(self.errors) < 5:
+            self.errors.append(f"{self.name}: {err}")
+
+    def _changed(self, add: list[ck.TopicPartition], remove: list[ck.TopicPartition],
+                 replace: bool) -> None:
+        now = time.perf_counter()
+        with self.board.cond:
+            if replace:
+                self.assignment = {tp.partition for tp in add}
+            else:
+                self.assignment |= {tp.partition for tp in add}
+                self.assignment -= {tp.partition for tp in remove}
+            self.changed_at = now
+            self.first_msg_at = None
+            self.changes += 1
+            self.board.cond.notify_all()
+
+    def _on_assign(self, _c: ck.Consumer, parts: list[ck.TopicPartition]) -> None:
+        # Eager: the full new assignment. Cooperative: only the partitions added. Either way
+        # confluent-kafka (incremental_)assigns them after this callback returns.
+        self._changed(parts, [], replace=not self.cooperative)
+
+    def _on_revoke(self, _c: ck.Consumer, parts: list[ck.TopicPartition]) -> None:
+        self._changed([], parts, replace=False)
+
+    def _run(self) -> None:
+        c = self.consumer
+        try:
+            self.go.wait()
+            if self.stop.is_set():
+                return
+            self.subscribed_at = time.perf_counter()
+            c.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                        on_lost=self._on_revoke)
+            while not self.stop.is_set():
+                msgs = c.consume(num_messages=500, timeout=0.02)
+                if not msgs:
+                    continue
+                now = time.perf_counter()
+                with self.board.cond:
+                    for m in msgs:
+                        if m.error():
+                            if m.error().code() != ck.KafkaError._PARTITION_EOF \
+                                    and len(self.errors) < 5:
+                                self.errors.append(f"{self.name}: consume: {m.error()}")
+                            continue
+                        self.messages += 1
+                        if self.first_msg_at is None and m.partition() in self.assignment:
+                            self.first_msg_at = now
+                    self.board.cond.notify_all()
+        except (ck.KafkaException, RuntimeError) as e:
+            self.errors.append(f"{self.name}: {e}")
+        finally:
+            try:
+                c.close()  # LeaveGroup (and the final auto commit), as an application would
+                self.closed_ok = True
+            except (ck.KafkaException, RuntimeError) as e:
+                self.errors.append(f"{self.name}: close: {e}")
+
+    def start(self, go: bool = True) -> "GroupMember":
+        self.thread.start()
+        if go:
+            self.go.set()
+        return self
+
+
+def _share_reached(snap: list[tuple[frozenset[int], Optional[float], float, int]],
+                   partitions: int) -> bool:
+    """Every member holds an equal, disjoint share covering all partitions and has received a
+    message from it since its assignment last changed."""
+    n = len(snap)
+    share = partitions // n
+    union: set[int] = set()
+    for assignment, first_msg_at, _changed_at, _changes in snap:
+        if len(assignment) != share or first_msg_at is None:
+            return False
+        union |= assignment
+    return len(union) == partitions
+
+
+@dataclass
+class RebalanceResult:
+    to_consuming_ms: float   # fourth subscribe() -> every member consuming its final share
+    to_assigned_ms: float    # fourth subscribe() -> last assignment callback of the rebalance
+    setup_s: float           # three members from subscribe to stable (not measured, shown)
+
+
+def _wait_board(board: GroupBoard, pred: Callable[[], bool], deadline: float,
+                what: str, detail: Callable[[], str]) -> None:
+    with board.cond:
+        while not pred():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BenchError(f"{what}: not reached in time; {detail()}")
+            board.cond.wait(min(left, 0.05))
+
+
+def measure_rebalance(bootstrap: str, topic: str, group: str, assignor: str,
+                      settings: GroupSettings, timeout: float,
+                      settle_s: float = 0.5) -> RebalanceResult:
+    board = GroupBoard()
+    cooperative = assignor == "cooperative-sticky"
+    members: list[GroupMember] = []
+    trickle = Trickle(bootstrap, topic, GROUP_PARTITIONS, settings.trickle_ms / 1000.0)
+
+    def detail() -> str:
+        with board.cond:  # an RLock: callers may already hold it
+            snap = board.snapshot()
+        return "; ".join(f"{m.name}: {sorted(a)} msg={'y' if f else 'n'} changes={ch}"
+                         for m, (a, f, _t, ch) in zip(board.members, snap)) or "no members"
+
+    try:
+        trickle.start()
+        deadline = time.monotonic() + timeout
+        t_setup = time.perf_counter()
+        for i in range(3):
+            members.append(GroupMember(board, f"member{i}",
+                                       settings.consumer_conf(bootstrap, group, assignor),
+                                       topic, cooperative).start())
+        _wait_board(board, lambda: _share_reached(board.snapshot(), GROUP_PARTITIONS), deadline,
+                    f"{assignor}: three members stable", detail)
+        # Stable means no further change for settle_s (a late rebalance would spoil the clock).
+        while True:
+            with board.cond:
+                changes = sum(s[3] for s in board.snapshot())
+            time.sleep(settle_s)
+            with board.cond:
+                snap = board.snapshot()
+                if sum(s[3] for s in snap) == changes and _share_reached(snap, GROUP_PARTITIONS):
+                    break
+            if time.monotonic() > deadline:
+                raise BenchError(f"{assignor}: three members never settled; {detail()}")
+        setup_s = time.perf_counter() - t_setup
+
+        fourth = GroupMember(board, "member3", settings.consumer_conf(bootstrap, group, assignor),
+                             topic, cooperative)
+        members.append(fourth)
+        fourth.start(go=False)
+        before = {id(m): m.changes for m in members}
+        fourth.go.set()  # the member's thread takes the clock just before subscribe()
+        _wait_board(board, lambda: (_share_reached(board.snapshot(), GROUP_PARTITIONS)
+                                    and all(m.changes > before[id(m)] for m in members[:3])
+                                    and fourth.changes > 0),
+                    deadline, f"{assignor}: four members consuming", detail)
+        with board.cond:
+            snap = board.snapshot()
+        assert fourth.subscribed_at is not None
+        end_consuming = max(s[1] for s in snap if s[1] is not None)
+        end_assigned = max(s[2] for s in snap)
+        errors = [e for m in members for e in m.errors] + ([trickle.error] if trickle.error
+                                                           else [])
+        if errors:
+            raise BenchError("; ".join(errors[:5]))
+        result = RebalanceResult((end_consuming - fourth.subscribed_at) * 1000.0,
+                                 (end_assigned - fourth.subscribed_at) * 1000.0, setup_s)
+    finally:
+        # All at once: closing one by one would make the rest rebalance after each close.
+        for m in members:
+            m.stop.set()
+            m.go.set()
+        close_by = time.monotonic() + 15.0
+        for m in members:
+            m.thread.join(max(0.0, close_by - time.monotonic()))
+        trickle.stop()
+    stuck = [m.name for m in members if m.thread.is_alive()]
+    if stuck:  # reported only when the measurement itself succeeded (else that error wins)
+        raise BenchError(f"{assignor}: consumers {stuck} did not close within 15 s")
+    return result
+
+
+@dataclass
+class CommitResult:
+    sync_per_s: float
+    sync_commits: int
+    async_per_s: float
+    async_commits: int
+    partitions: int
+    total_commits: int                      # warm-up + sync + async
+    broker_cpu_s: Optional[float] = None    # kafkalite only: its process CPU over all of them
+
+
+def measure_commits(bootstrap: str, topic: str, group: str, settings: GroupSettings,
+                    sync_seconds: float, async_count: int, timeout: float,
+                    cpu_probe: Optional[Callable[[], float]] = None) -> CommitResult:
+    acked = [0]
+    errors: list[str] = []
+
+    def on_commit(err: Optional[ck.KafkaError], parts: list[ck.TopicPartition]) -> None:
+        acked[0] += 1
+        bad = [str(tp.error) for tp in parts if tp.error is not None]
+        if (err is not None or bad) and len(errors) < 5:
+            errors.append(f"async commit: {err} {bad}")
+
+    conf = settings.consumer_conf(bootstrap, group, "range")
+    conf.update({"enable.auto.commit": False, "on_commit": on_commit})
+    c = ck.Consumer(conf)
+    assigned: list[list[ck.TopicPartition]] = []
+    try:
+        deadline = time.monotonic() + timeout
+        c.subscribe([topic], on_assign=lambda _c, parts: assigned.append(parts))
+        while not assigned or not c.assignment():
+            c.poll(0.05)
+            if time.monotonic() > deadline:
+                raise BenchError("commit: the consumer was never assigned its partitions")
+        parts = sorted(tp.partition for tp in c.assignment())
+        offset = 0
+        cpu0 = cpu_probe() if cpu_probe else None
+
+        def offsets() -> list[ck.TopicPartition]:
+            return [ck.TopicPartition(topic, p, offset) for p in parts]
+
+        def check(res: Optional[list[ck.TopicPartition]]) -> None:
+            bad = [f"{tp.partition}: {tp.error}" for tp in (res or []) if tp.error is not None]
+            if bad:
+                raise BenchError(f"sync commit of offset {offset} failed: {bad}")
+
+        for _ in range(50):  # warm-up: connection to the coordinator, first append
+            offset += 1
+            check(c.commit(offsets=offsets(), asynchronous=False))
+        n = 0
+        t0 = time.perf_counter()
+        stop_at = t0 + sync_seconds
+        while True:
+            offset += 1
+            check(c.commit(offsets=offsets(), asynchronous=False))
+            n += 1
+            now = time.perf_counter()
+            if now >= stop_at:
+                break
+            if time.monotonic() > deadline:
+                raise BenchError(f"commit: sync loop timed out after {n} commits")
+        sync_s = now - t0
+
+        acked[0] = 0
+        t0 = time.perf_counter()
+        for _ in range(async_count):
+            offset += 1
+            c.commit(offsets=offsets(), asynchronous=True)
+        while acked[0] < async_count:
+            c.poll(0.001)  # serves the on_commit callbacks
+            if time.monotonic() > deadline:
+                raise BenchError(f"commit: {acked[0]}/{async_count} async commits acknowledged "
+                                 "before the time limit")
+        async_s = time.perf_counter() - t0
+        cpu_s = cpu_probe() - cpu0 if cpu_probe and cpu0 is not None else None
+        if errors:
+            raise BenchError("; ".join(errors))
+        # What the coordinator now holds must be the last offset committed.
+        got = c.committed([ck.TopicPartition(topic, p) for p in parts], timeout=10)
+        wrong = [(tp.partition, tp.offset) for tp in got if tp.offset != offset]
+        if wrong:
+            raise BenchError(f"commit: committed offsets read back {wrong}, expected {offset}")
+        return CommitResult(n / sync_s, n, async_count / async_s, async_count, len(parts),
+                            offset, cpu_s)
+    finally:
+        c.close()
+
+
+# --------------------------------------------------------------------------------------------
 # Orchestration
 # --------------------------------------------------------------------------------------------
 
@@ -541,10 +952,11 @@ def run_phase(results: Results, phase: str, target: Target, fn: Callable[[], Any
         return None
 
 
-def start_target(results: Results, name: str, ready_timeout: float) -> Optional[Target]:
+def start_target(results: Results, name: str, ready_timeout: float,
+                 overrides: tuple[str, ...] = ()) -> Optional[Target]:
     try:
-        t: Target = KafkaliteBroker(ready_timeout=ready_timeout) if name == KAFKALITE \
-            else MockCluster()
+        t: Target = KafkaliteBroker(ready_timeout=ready_timeout, extra_overrides=list(overrides)) \
+            if name == KAFKALITE else MockCluster()
         t.start()
         if name == MOCK and t.method not in results.notes:
             results.notes.append(t.method)
@@ -632,6 +1044,72 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
             results.exit_codes.extend(getattr(t, "exit_codes", []))
 
 
+def run_group_round(results: Results, rnd: int, args: argparse.Namespace,
+                    order: list[str]) -> None:
+    """Fresh targets with fast group settings; rebalance and commit measurements on each."""
+    settings = GroupSettings(args.session_timeout_ms, args.heartbeat_ms, args.trickle_ms)
+    targets: dict[str, Target] = {}
+    try:
+        for name in order:
+            t = start_target(results, name, args.ready_timeout, GROUP_BROKER_OVERRIDES)
+            if t is not None:
+                targets[name] = t
+        topic, ctopic = f"bench-grp-r{rnd}", f"bench-commit-r{rnd}"
+        for name in list(targets):
+            t = targets[name]
+
+            def setup() -> bool:
+                if name == MOCK:
+                    t.set_group_initial_rebalance_delay_ms(0)
+                t.create_topic(topic, GROUP_PARTITIONS)
+                t.create_topic(ctopic, PARTITIONS)
+                return True
+            if run_phase(results, "setup", t, setup) is None:
+                targets.pop(name).stop()
+        live = [n for n in order if n in targets]
+
+        if "rebalance" in args.only:
+            for assignor in ASSIGNORS:
+                for name in live:
+                    t = targets[name]
+                    print(f"[bench] round {rnd + 1}: rebalance 3 -> 4 members, {assignor} "
+                          f"<- {name}", file=sys.stderr)
+                    r = run_phase(results, "rebalance", t, lambda: measure_rebalance(
+                        t.bootstrap, topic, f"bench-{assignor}-r{rnd}", assignor, settings,
+                        args.timeout))
+                    if r is not None:
+                        results.add(f"rebalance_{assignor}_ms", name, r.to_consuming_ms)
+                        results.add(f"rebalance_{assignor}_assigned_ms", name, r.to_assigned_ms)
+                        print(f"[bench]   all four consuming after {r.to_consuming_ms:.0f} ms "
+                              f"(last assignment callback {r.to_assigned_ms:.0f} ms; three "
+                              f"stable after {r.setup_s:.1f} s)", file=sys.stderr)
+
+        if "commit" in args.only:
+            for name in live:
+                t = targets[name]
+                print(f"[bench] round {rnd + 1}: OffsetCommit <- {name}", file=sys.stderr)
+                c = run_phase(results, "commit", t, lambda: measure_commits(
+                    t.bootstrap, ctopic, f"bench-commit-r{rnd}", settings, args.commit_seconds,
+                    args.async_commits, args.timeout,
+                    t.cpu_seconds if name == KAFKALITE else None))
+                if c is not None:
+                    results.add("commit_sync_per_s", name, c.sync_per_s)
+                    results.add("commit_async_per_s", name, c.async_per_s)
+                    if c.broker_cpu_s is not None:
+                        results.add("commit_broker_cpu_us", name,
+                                    c.broker_cpu_s / c.total_commits * 1e6)
+                    print(f"[bench]   sync {c.sync_per_s:,.0f}/s ({c.sync_commits} commits of "
+                          f"{c.partitions} partitions), async {c.async_per_s:,.0f}/s "
+                          f"({c.async_commits})", file=sys.stderr)
+    finally:
+        for t in targets.values():
+            try:
+                t.stop()
+            except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
+                print(f"[bench] stopping {t.name}: {e}", file=sys.stderr)
+            results.exit_codes.extend(getattr(t, "exit_codes", []))
+
+
 def run_startup(results: Results, args: argparse.Namespace) -> None:
     for i in range(args.starts):
         # Alternate which one goes first, like the rounds.
@@ -660,6 +1138,10 @@ def run_startup(results: Results, args: argparse.Namespace) -> None:
 # Report
 # --------------------------------------------------------------------------------------------
 
+# The mock ends a join phase only on a timer: session.timeout.ms - 1000 ms after a member joins
+# a stable group (rdkafka_mock_cgrp.c), however soon every member has rejoined.
+MOCK_JOIN_CAVEAT = "mock's join phase is a fixed timer, see docs"
+
 ROWS = [
     # metric, label, format, phase, mock caveat
     ("produce_mb_s", "produce throughput (MB/s)", "{:.1f}", "produce", ""),
@@ -676,6 +1158,19 @@ ROWS = [
      "in-process cluster creation to first metadata answer: not comparable"),
     ("reported_start_ms", "start-to-ready, broker's own \"started in\" (ms)", "{:.0f}", "startup",
      ""),
+    ("rebalance_range_ms", "rebalance 3 -> 4, range (eager): until all four consume (ms)",
+     "{:.0f}", "rebalance", MOCK_JOIN_CAVEAT),
+    ("rebalance_range_assigned_ms", "rebalance 3 -> 4, range (eager): until last assignment (ms)",
+     "{:.0f}", "rebalance", MOCK_JOIN_CAVEAT),
+    ("rebalance_cooperative-sticky_ms",
+     "rebalance 3 -> 4, cooperative-sticky: until all four consume (ms)", "{:.0f}", "rebalance",
+     MOCK_JOIN_CAVEAT),
+    ("rebalance_cooperative-sticky_assigned_ms",
+     "rebalance 3 -> 4, cooperative-sticky: until last assignment (ms)", "{:.0f}", "rebalance",
+     MOCK_JOIN_CAVEAT),
+    ("commit_sync_per_s", "OffsetCommit, sync (commits/s)", "{:,.0f}", "commit", ""),
+    ("commit_async_per_s", "OffsetCommit, async pipelined (commits/s)", "{:,.0f}", "commit", ""),
+    ("commit_broker_cpu_us", "OffsetCommit: broker CPU per commit (µs)", "{:.0f}", "commit", ""),
 ]
 
 
@@ -692,7 +1187,7 @@ def cell(results: Results, metric: str, target: str, fmt: str, phase: str) -> st
 
 
 def markdown_table(results: Results, args: argparse.Namespace) -> str:
-    lines = [f"| measurement | kafkalite | librdkafka mock | kafkalite/mock |",
+    lines = ["| measurement | kafkalite | librdkafka mock | kafkalite/mock |",
              "|---|---:|---:|---:|"]
     for metric, label, fmt, phase, caveat in ROWS:
         if phase not in args.only:
@@ -737,6 +1232,11 @@ def environment(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         "repeat": args.repeat,
         "starts": args.starts,
         "latency_sends": args.latency_sends,
+        "session_timeout_ms": args.session_timeout_ms,
+        "heartbeat_interval_ms": args.heartbeat_ms,
+        "trickle_ms": args.trickle_ms,
+        "commit_seconds": args.commit_seconds,
+        "async_commits": args.async_commits,
     }
 
 
@@ -755,6 +1255,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--targets", default=f"{KAFKALITE},{MOCK}",
                     help="which targets to run (default both; one alone is for debugging)")
     ap.add_argument("--timeout", type=float, default=300.0, help="limit per measurement (s)")
+    ap.add_argument("--session-timeout-ms", type=int, default=2000,
+                    help="group members' session.timeout.ms (default 2000)")
+    ap.add_argument("--heartbeat-ms", type=int, default=100,
+                    help="group members' heartbeat.interval.ms (default 100)")
+    ap.add_argument("--trickle-ms", type=float, default=10.0,
+                    help="rebalance: one message into each of the 12 partitions this often")
+    ap.add_argument("--commit-seconds", type=float, default=3.0,
+                    help="commit: duration of the synchronous commit loop (default 3 s)")
+    ap.add_argument("--async-commits", type=int, default=5000,
+                    help="commit: asynchronous commits issued back to back (default 5000)")
     ap.add_argument("--ready-timeout", type=float, default=60.0,
                     help="limit for `kafkalite serve` to print its ready line (s)")
     args = ap.parse_args(argv)
@@ -766,6 +1276,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         ap.error(f"unknown phase/target: {', '.join(bad)}")
     if args.messages < PARTITIONS or args.repeat < 1 or args.starts < 1 or args.latency_sends < 1:
         ap.error("--messages >= 3, --repeat/--starts/--latency-sends >= 1")
+    if not 0 < args.heartbeat_ms < args.session_timeout_ms:
+        ap.error("need 0 < --heartbeat-ms < --session-timeout-ms")
+    if args.session_timeout_ms < 1000:
+        ap.error("--session-timeout-ms >= 1000 (kafkalite runs with group.min.session.timeout.ms"
+                 "=1000)")
+    if args.commit_seconds <= 0 or args.async_commits < 1 or args.trickle_ms <= 0:
+        ap.error("--commit-seconds, --trickle-ms > 0 and --async-commits >= 1")
     return args
 
 
@@ -779,6 +1296,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         for rnd in range(args.repeat):
             order = [KAFKALITE, MOCK] if rnd % 2 == 0 else [MOCK, KAFKALITE]
             run_round(results, rnd, args, [t for t in order if t in args.targets])
+    if any(p in args.only for p in GROUP_PHASES):
+        for rnd in range(args.repeat):
+            order = [KAFKALITE, MOCK] if rnd % 2 == 0 else [MOCK, KAFKALITE]
+            run_group_round(results, rnd, args, [t for t in order if t in args.targets])
     if "startup" in args.only:
         run_startup(results, args)
     env["wall_seconds"] = round(time.monotonic() - t0, 1)
@@ -791,7 +1312,14 @@ def main(argv: Optional[list[str]] = None) -> int:
           % (env["loadavg_at_start"][0], env["loadavg_at_end"][0]))
     print(f"command: {env['command']}")
     print(f"medians of {args.repeat} rounds (startup: of {args.starts} starts); "
-          f"{args.messages} x {args.value_size} B messages; MB = 2^20 bytes of values\n")
+          f"{args.messages} x {args.value_size} B messages; MB = 2^20 bytes of values")
+    if any(p in args.only for p in GROUP_PHASES):
+        print(f"groups: session.timeout.ms {args.session_timeout_ms}, heartbeat.interval.ms "
+              f"{args.heartbeat_ms}, {GROUP_PARTITIONS} partitions, one message per partition "
+              f"every {args.trickle_ms:g} ms; sync commits for {args.commit_seconds:g} s, "
+              f"{args.async_commits} async commits; kafkalite with "
+              + ", ".join(GROUP_BROKER_OVERRIDES))
+    print()
     print(table)
     for note in results.notes:
         print(f"\nnote: {note}")
