@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
+from kafkalite.log.leader_epoch_cache import LeaderEpochCache
 from kafkalite.log.log import Log
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 
@@ -42,6 +43,22 @@ class Partition:
         self.isr: set[int] = set()
         self.remote_replicas: dict[int, ReplicaState] = {}
         self.high_watermark = 0
+        self.leader_epoch_cache = self._load_leader_epoch_cache(log)
+
+    @staticmethod
+    def _load_leader_epoch_cache(log: Log) -> LeaderEpochCache:
+        cache = LeaderEpochCache.load(log.dir)
+        if cache is None:
+            # No checkpoint (or an unreadable one): rebuild it from the batches' leader epochs.
+            entries: list[tuple[int, int]] = []
+            for h in log.iter_batch_headers():
+                if h.partition_leader_epoch >= 0 and (not entries or h.partition_leader_epoch > entries[-1][0]):
+                    entries.append((h.partition_leader_epoch, h.base_offset))
+            cache = LeaderEpochCache(log.dir / "leader-epoch-checkpoint", entries)
+            cache.flush()
+        # Recovery may have cut a torn tail: epochs that start beyond the log end never happened.
+        cache.truncate_from_end(log.log_end_offset)
+        return cache
 
     # -- leadership (LeaderAndIsr) -----------------------------------------------------------
     def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
@@ -50,6 +67,8 @@ class Partition:
         self.replicas = list(replicas)
         self.isr = set(isr)
         self.remote_replicas = {b: ReplicaState(b) for b in replicas if b != self.local_broker_id}
+        # The new epoch starts at the current log end (Kafka assigns it on becoming leader).
+        self.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         # A new leader starts from what it has; HW can only move forward from the log start.
         self.high_watermark = max(min(self.high_watermark, self.log.log_end_offset), self.log.log_start_offset)
         self.maybe_increment_high_watermark()
@@ -92,6 +111,15 @@ class Partition:
             raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
         if current_leader_epoch > self.leader_epoch:
             raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= leader_epoch, the offset where it ended)."""
+        if not self.is_leader:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.check_leader_epoch(current_leader_epoch)
+        # Retention may have moved the log start since the last lookup.
+        self.leader_epoch_cache.truncate_from_start(self.log.log_start_offset)
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log.log_end_offset)
 
     # -- produce -----------------------------------------------------------------------------
     def append_records_to_leader(self, records: bytes | memoryview, required_acks: int, now_ms: int):

@@ -25,7 +25,7 @@ from kafkalite.server.handlers import (api_versions, create_topics, delete_group
                                        describe_groups, fetch, find_coordinator, heartbeat,
                                        init_producer_id, join_group, leave_group, list_groups,
                                        list_offsets, metadata, offset_commit, offset_delete,
-                                       offset_fetch, produce, sync_group)
+                                       offset_fetch, offset_for_leader_epoch, produce, sync_group)
 from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.server.scheduler import Scheduler
@@ -118,6 +118,7 @@ class KafkaServer:
             fetch.make(services),
             list_offsets.make(services),
             init_producer_id.make(services),
+            offset_for_leader_epoch.make(services),
             find_coordinator.make(services),
             join_group.make(services),
             sync_group.make(services),

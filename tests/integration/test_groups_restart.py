@@ -61,15 +61,8 @@ def test_committed_offsets_with_metadata_survive_broker_sigkill(group_broker: Br
 
 
 # Every broker start bumps the partitions' leader epoch (as Kafka's controller does when they come
-# back online); kafka-python 3 then validates its positions with OffsetsForLeaderEpoch (API 23),
-# which the broker does not implement yet, and stops fetching for good.
-KAFKA_PYTHON_NEEDS_OFFSET_FOR_LEADER_EPOCH = pytest.mark.xfail(
-    strict=True, reason="broker lacks OffsetsForLeaderEpoch (api key 23): kafka-python 3 stalls after the "
-                        "leader epoch bump of a restart")
-
-
-@pytest.mark.parametrize("client", [pytest.param("kafka-python", marks=KAFKA_PYTHON_NEEDS_OFFSET_FOR_LEADER_EPOCH),
-                                    "confluent", "aiokafka"])
+# back online); kafka-python 3 then validates its positions with OffsetsForLeaderEpoch (API 23).
+@pytest.mark.parametrize("client", ["kafka-python", "confluent", "aiokafka"])
 def test_running_group_survives_clean_broker_restart(group_broker: BrokerProcess, fleet: Fleet, topic_name: str,
                                                      client: str) -> None:
     bs = group_broker.bootstrap_servers

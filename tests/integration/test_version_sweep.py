@@ -29,6 +29,7 @@ EXPECTED_RANGES = {
     19: (2, 7),    # CreateTopics
     20: (1, 6),    # DeleteTopics
     22: (0, 5),    # InitProducerId
+    23: (2, 4),    # OffsetForLeaderEpoch
     # group coordinator: every version is swept in tests/unit/test_group_coordinator.py
     8: (2, 10),    # OffsetCommit
     9: (1, 10),    # OffsetFetch
@@ -262,3 +263,41 @@ def test_metadata_naming_the_offsets_topic_creates_it(fresh_broker: BrokerProces
                                               allow_auto_topic_creation=False))
         (t,) = again.topics
         assert t.error_code == 0 and t.is_internal is True and len(t.partitions) == 50
+
+
+@pytest.mark.parametrize("v", versions(23))
+def test_offset_for_leader_epoch_each_version_across_a_restart(tmp_path, v: int) -> None:
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest as R
+
+    b = BrokerProcess(log_dir=tmp_path / "logs").start()
+    try:
+        name = "epochs"
+        with RawClient(b.bootstrap_servers) as c:
+            assert _create(c, name, 1).error_code == 0
+            assert c.produce(name, 0, build_batch([Rec(b"k", b"a")] * 3), version=12).error_code == 0
+        b.restart()            # the partition comes back online with leader epoch 1, at offset 3
+        with RawClient(b.bootstrap_servers) as c:
+            assert c.produce(name, 0, build_batch([Rec(b"k", b"b")] * 2), version=12).error_code == 0
+
+            def ask(leader_epoch: int, current: int = -1):
+                T = R.OffsetForLeaderTopic
+                kw = {"replica_id": -1} if v >= 3 else {}
+                resp = c.request(R[v](topics=[T(topic=name, partitions=[T.OffsetForLeaderPartition(
+                    partition=0, current_leader_epoch=current, leader_epoch=leader_epoch)])], **kw))
+                p = resp.topics[0].partitions[0]
+                return p.error_code, p.leader_epoch, p.end_offset
+
+            assert ask(0) == (0, 0, 3)        # epoch 0 ended where epoch 1 began
+            assert ask(1) == (0, 1, 5)        # the latest epoch ends at the log end
+            assert ask(1, current=1) == (0, 1, 5)
+            assert ask(7) == (0, -1, -1)      # an epoch newer than any known
+            assert ask(0, current=0)[0] == 74  # FENCED_LEADER_EPOCH: the client's leader epoch is stale
+            assert ask(0, current=5)[0] == 75  # UNKNOWN_LEADER_EPOCH: newer than the broker's
+            T = R.OffsetForLeaderTopic
+            kw = {"replica_id": -1} if v >= 3 else {}
+            resp = c.request(R[v](topics=[T(topic="no-such-topic", partitions=[T.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=-1, leader_epoch=0)])], **kw))
+            assert resp.topics[0].partitions[0].error_code == 3
+        assert (b.log_dir / f"{name}-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 3\n"
+    finally:
+        b.close()
