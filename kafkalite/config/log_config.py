@@ -28,6 +28,11 @@ class LogConfig:
     flush_messages: int = 2**63 - 1                    # flush.messages
     flush_ms: int = 2**63 - 1                          # flush.ms
     preallocate: bool = False                          # preallocate
+    # compaction (cleanup.policy=compact)
+    delete_retention_ms: int = 24 * 60 * 60 * 1000     # delete.retention.ms (tombstones kept)
+    min_compaction_lag_ms: int = 0                     # min.compaction.lag.ms
+    max_compaction_lag_ms: int = 2**63 - 1             # max.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5             # min.cleanable.dirty.ratio
 
     def with_overrides(self, **changes: object) -> "LogConfig":
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -50,4 +55,8 @@ TOPIC_CONFIG_ATTRS: dict[str, str] = {
     "flush.messages": "flush_messages",
     "flush.ms": "flush_ms",
     "preallocate": "preallocate",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }

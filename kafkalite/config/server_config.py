@@ -612,6 +612,10 @@ class KafkaConfig(BaseModel):
             flush_messages=self.log_flush_interval_messages,
             flush_ms=self.log_flush_interval_ms_effective,
             preallocate=self.log_preallocate,
+            delete_retention_ms=self.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
         )
 
     def to_properties(self) -> dict[str, str | None]:

@@ -30,6 +30,10 @@ _TYPES: dict[str, str] = {
     "flush.messages": "LONG",
     "flush.ms": "LONG",
     "preallocate": "BOOLEAN",
+    "delete.retention.ms": "LONG",
+    "min.compaction.lag.ms": "LONG",
+    "max.compaction.lag.ms": "LONG",
+    "min.cleanable.dirty.ratio": "DOUBLE",
 }
 # Range.atLeast validators; retention.bytes has none (any negative means unlimited).
 _MIN: dict[str, int] = {
@@ -44,6 +48,9 @@ _MIN: dict[str, int] = {
     "flush.messages": 1,
     "flush.ms": 0,
     "retention.ms": -1,
+    "delete.retention.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
 }
 _ENUMS: dict[str, tuple[str, ...]] = {
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
@@ -89,6 +96,14 @@ def _parse_value(key: str, raw: str) -> object:
             if item not in _ENUMS[key]:
                 raise _invalid(key, item, f"String must be one of: {', '.join(_ENUMS[key])}")
         return ",".join(items)
+    if kind == "DOUBLE":
+        try:
+            number = float(trimmed)
+        except ValueError:
+            raise _invalid(key, raw, "Not a number of type DOUBLE") from None
+        if not 0.0 <= number <= 1.0:   # min.cleanable.dirty.ratio: Range.between(0, 1)
+            raise _invalid(key, number, "Value must be no more than 1" if number > 1 else "Value must be at least 0")
+        return number
     lo_type, hi_type = _BOUNDS[kind]
     if not _NUMBER.fullmatch(trimmed) or not lo_type <= int(trimmed) <= hi_type:
         raise _invalid(key, raw, f"Not a number of type {kind}")
