@@ -1,4 +1,6 @@
-"""`kafkalite` command line: `kafkalite serve [--config FILE] [--override key=value ...]`."""
+"""`kafkalite` command line: `kafkalite serve [--config FILE] [--override key=value ...]`, and the
+client tools `kafkalite topics|configs|console-producer|console-consumer|groups|records`
+(kafkalite/tools/, docs/operations.md)."""
 from __future__ import annotations
 
 import argparse
@@ -11,8 +13,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional, Sequence
 
-from kafkalite.config.server_config import ConfigError, load_config
-
 log = logging.getLogger("kafkalite")
 
 
@@ -22,6 +22,10 @@ def default_config_file() -> Path:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # Imported here so that the client tools, which share this parser, do not load the broker's config
+    # model; before `started`, so the reported start-up time means what it meant before.
+    from kafkalite.config.server_config import ConfigError, load_config
+
     started = time.monotonic()
     config_file = Path(args.config) if args.config else default_config_file()
     try:
@@ -77,6 +81,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="override a property of the config file (repeatable)")
     serve.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     serve.set_defaults(func=_serve)
+    from kafkalite.tools import register_all  # stdlib-only at import; the client library loads when a tool runs
+
+    register_all(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

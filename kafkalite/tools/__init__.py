@@ -1,0 +1,16 @@
+"""Command-line tools over the Kafka protocol (clients of any Kafka-compatible broker, never
+readers of its files): `kafkalite topics`, `configs`, `console-producer`, `console-consumer`,
+`groups`, `records`. Each module registers its sub-command; the client library is imported only
+when a tool runs."""
+from __future__ import annotations
+
+import argparse
+
+TOOL_MODULES = ("topics", "configs", "console_producer", "console_consumer", "groups", "records")
+
+
+def register_all(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    import importlib
+
+    for name in TOOL_MODULES:
+        importlib.import_module(f"kafkalite.tools.{name}").register(sub)
