@@ -33,6 +33,38 @@ class LogConfig:
     min_compaction_lag_ms: int = 0                     # min.compaction.lag.ms
     max_compaction_lag_ms: int = 2**63 - 1             # max.compaction.lag.ms
     min_cleanable_dirty_ratio: float = 0.5             # min.cleanable.dirty.ratio
+    # timestamps of CreateTime records must lie in [now - before, now + after] (INVALID_TIMESTAMP);
+    # difference.max.ms is the deprecated 3.x form, used for a bound left at its default
+    message_timestamp_before_max_ms: int = 2**63 - 1   # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 2**63 - 1    # message.timestamp.after.max.ms
+    message_timestamp_difference_max_ms: int = 2**63 - 1  # message.timestamp.difference.max.ms
+    # broker recompresses produced batches to this codec unless it is "producer"
+    compression_type: str = "producer"                 # compression.type
+    # stored for the replicating controller; a single broker never elects an out-of-sync leader
+    unclean_leader_election_enable: bool = False       # unclean.leader.election.enable
+    # no effect: Fetch < v4 (the only down-conversion case) is not served
+    message_downconversion_enable: bool = True         # message.downconversion.enable
+    # stored only (replication quotas need replication)
+    leader_replication_throttled_replicas: str = ""    # leader.replication.throttled.replicas
+    follower_replication_throttled_replicas: str = ""  # follower.replication.throttled.replicas
+    # tiered storage is not available: remote.storage.enable is always false, and the local
+    # retention settings (-2: retention.ms/bytes) then have no effect, as in Kafka
+    remote_storage_enable: bool = False                # remote.storage.enable
+    local_retention_ms: int = -2                       # local.retention.ms
+    local_retention_bytes: int = -2                    # local.retention.bytes
+
+    @property
+    def effective_timestamp_before_max_ms(self) -> int:
+        """Kafka 3.6+: before.max.ms unless left at its default, then difference.max.ms."""
+        if self.message_timestamp_before_max_ms != 2**63 - 1:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def effective_timestamp_after_max_ms(self) -> int:
+        if self.message_timestamp_after_max_ms != 2**63 - 1:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
 
     def with_overrides(self, **changes: object) -> "LogConfig":
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -59,4 +91,15 @@ TOPIC_CONFIG_ATTRS: dict[str, str] = {
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
+    "compression.type": "compression_type",
+    "unclean.leader.election.enable": "unclean_leader_election_enable",
+    "message.downconversion.enable": "message_downconversion_enable",
+    "leader.replication.throttled.replicas": "leader_replication_throttled_replicas",
+    "follower.replication.throttled.replicas": "follower_replication_throttled_replicas",
+    "remote.storage.enable": "remote_storage_enable",
+    "local.retention.ms": "local_retention_ms",
+    "local.retention.bytes": "local_retention_bytes",
 }

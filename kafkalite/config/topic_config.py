@@ -1,7 +1,15 @@
-"""Per-topic configuration: validating topic-level overrides and merging them over broker defaults."""
+"""Per-topic configuration: validating topic-level overrides and merging them over broker defaults.
+
+Parsing follows Kafka's ConfigDef (LogConfig of a 3.x ZooKeeper-mode broker): Java trim, INT/LONG
+bounds, the key's validator, Kafka's messages. `validate_topic_log_config` adds LogConfig's
+cross-checks (compaction lags, tiered storage), so CreateTopics, AlterConfigs and
+IncrementalAlterConfigs refuse exactly the same things.
+"""
 from __future__ import annotations
 
+import math
 import re
+from decimal import Decimal
 
 from kafkalite.config.properties import java_trim
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
@@ -12,6 +20,8 @@ class InvalidTopicConfigError(ValueError):
         super().__init__(message)
         self.key = key
 
+
+LONG_MAX = 2**63 - 1
 
 # Kafka's ConfigDef type of each topic config (LogConfig, 3.x ZooKeeper-mode broker).
 _TYPES: dict[str, str] = {
@@ -34,6 +44,17 @@ _TYPES: dict[str, str] = {
     "min.compaction.lag.ms": "LONG",
     "max.compaction.lag.ms": "LONG",
     "min.cleanable.dirty.ratio": "DOUBLE",
+    "message.timestamp.before.max.ms": "LONG",
+    "message.timestamp.after.max.ms": "LONG",
+    "message.timestamp.difference.max.ms": "LONG",
+    "compression.type": "STRING",
+    "unclean.leader.election.enable": "BOOLEAN",
+    "message.downconversion.enable": "BOOLEAN",
+    "leader.replication.throttled.replicas": "LIST",
+    "follower.replication.throttled.replicas": "LIST",
+    "remote.storage.enable": "BOOLEAN",
+    "local.retention.ms": "LONG",
+    "local.retention.bytes": "LONG",
 }
 # Range.atLeast validators; retention.bytes has none (any negative means unlimited).
 _MIN: dict[str, int] = {
@@ -51,16 +72,78 @@ _MIN: dict[str, int] = {
     "delete.retention.ms": 0,
     "min.compaction.lag.ms": 0,
     "max.compaction.lag.ms": 1,
+    "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0,
+    "message.timestamp.difference.max.ms": 0,
+    "local.retention.ms": -2,
+    "local.retention.bytes": -2,
 }
 _ENUMS: dict[str, tuple[str, ...]] = {
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
     "cleanup.policy": ("compact", "delete"),
+    # BrokerCompressionType names, in Kafka's order (the order shows in the message)
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
 }
+_THROTTLED = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+_THROTTLED_ENTRY = re.compile(r"([0-9]+:[0-9]+)?")
 _BOUNDS = {"INT": (-2**31, 2**31 - 1), "LONG": (-2**63, 2**63 - 1)}
 _NUMBER = re.compile(r"[+-]?\d+")     # Java's parseInt/parseLong: Unicode digits, no '_' or spaces
 _LIST_SEP = re.compile(r"\s*,\s*")   # ConfigDef's COMMA_WITH_WHITESPACE
 
+# DescribeConfigs ConfigType ids (v3+).
+CONFIG_TYPE_IDS = {"UNKNOWN": 0, "BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5,
+                   "DOUBLE": 6, "LIST": 7, "CLASS": 8, "PASSWORD": 9}
 
+# What DescribeConfigs returns as documentation (v3+, IncludeDocumentation); kafkalite's own words.
+TOPIC_CONFIG_DOCS: dict[str, str] = {
+    "segment.bytes": "Size in bytes at which the active segment of a partition is rolled.",
+    "segment.ms": "Time after which the active segment is rolled even if it is not full, so "
+                  "retention and compaction can act on old data.",
+    "segment.jitter.ms": "Maximum random amount subtracted from segment.ms for each segment, to "
+                         "avoid all partitions rolling at the same moment.",
+    "segment.index.bytes": "Maximum size of the offset and time index files of a segment; a full "
+                           "index rolls the segment.",
+    "index.interval.bytes": "How many bytes of records lie between two offset index entries.",
+    "retention.ms": "How long a segment is kept after its newest record's timestamp before "
+                    "delete retention removes it; -1 keeps data forever.",
+    "retention.bytes": "Largest size a partition may reach before delete retention removes its "
+                       "oldest segments; negative means no limit.",
+    "max.message.bytes": "Largest record batch (after compression) accepted for this topic.",
+    "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps "
+                              "each batch with the broker's time on append.",
+    "file.delete.delay.ms": "Delay before a deleted segment's files are removed from disk.",
+    "cleanup.policy": "Comma-separated list of delete (time/size retention) and compact (keep "
+                      "the latest record per key).",
+    "min.insync.replicas": "Replicas that must be in sync for an acks=all produce to succeed "
+                           "(NOT_ENOUGH_REPLICAS otherwise).",
+    "flush.messages": "Number of appended records after which the log is fsynced.",
+    "flush.ms": "Time after which unflushed data is fsynced.",
+    "preallocate": "Whether segment files are preallocated at their full size when created.",
+    "delete.retention.ms": "How long tombstones are kept on a compacted topic after cleaning.",
+    "min.compaction.lag.ms": "Minimum age of a record before compaction may remove it.",
+    "max.compaction.lag.ms": "Maximum time a record may stay ineligible for compaction.",
+    "min.cleanable.dirty.ratio": "Dirty share of a compacted log above which the cleaner cleans it.",
+    "message.timestamp.before.max.ms": "How far in the past a CreateTime record timestamp may lie "
+                                       "relative to the broker's clock (INVALID_TIMESTAMP beyond).",
+    "message.timestamp.after.max.ms": "How far in the future a CreateTime record timestamp may lie "
+                                      "relative to the broker's clock (INVALID_TIMESTAMP beyond).",
+    "message.timestamp.difference.max.ms": "Deprecated: used for message.timestamp.before.max.ms and "
+                                           "after.max.ms when those are left at their defaults.",
+    "compression.type": "Codec the broker stores batches with: uncompressed, gzip, snappy, lz4, zstd "
+                        "(batches in another codec are recompressed), or producer (kept as sent).",
+    "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader as a last "
+                                      "resort (possible data loss).",
+    "message.downconversion.enable": "Whether old consumers may get down-converted batches; kafkalite "
+                                     "serves only Fetch v4+, which never needs down-conversion.",
+    "leader.replication.throttled.replicas": "Replicas (partition:broker, or *) whose leader-side "
+                                             "replication traffic is throttled.",
+    "follower.replication.throttled.replicas": "Replicas (partition:broker, or *) whose follower-side "
+                                               "replication traffic is throttled.",
+    "remote.storage.enable": "Tiered storage for this topic; not available in kafkalite, only false "
+                             "is accepted.",
+    "local.retention.ms": "Local retention time with tiered storage; -2 means retention.ms.",
+    "local.retention.bytes": "Local retention size with tiered storage; -2 means retention.bytes.",
+}
 
 
 def _equals_ignore_case(a: str, b: str) -> bool:
@@ -74,22 +157,35 @@ def _invalid(key: str, value: object, reason: str) -> InvalidTopicConfigError:
     return InvalidTopicConfigError(key, f"Invalid value {value} for configuration {key}: {reason}")
 
 
+def _java_list(items: list[str]) -> str:
+    return "[" + ", ".join(items) + "]"
+
+
 def _parse_value(key: str, raw: str) -> object:
     """ConfigDef.parseType followed by the key's validator, with Kafka's messages."""
     kind = _TYPES[key]
     trimmed = java_trim(raw)
     if kind == "BOOLEAN":
         if _equals_ignore_case(trimmed, "true"):
-            return True
-        if _equals_ignore_case(trimmed, "false"):
-            return False
-        raise _invalid(key, raw, "Expected value to be either true or false")
+            value = True
+        elif _equals_ignore_case(trimmed, "false"):
+            value = False
+        else:
+            raise _invalid(key, raw, "Expected value to be either true or false")
+        return value
     if kind == "STRING":
         if trimmed not in _ENUMS[key]:
             raise _invalid(key, trimmed, f"String must be one of: {', '.join(_ENUMS[key])}")
         return trimmed
     if kind == "LIST":
         items = _LIST_SEP.split(trimmed) if trimmed else []
+        if key in _THROTTLED:
+            # ThrottledReplicaListValidator: "*" alone, or partition:broker pairs (empty allowed)
+            if not (all(_THROTTLED_ENTRY.fullmatch(java_trim(i)) for i in items) or "".join(items) == "*"):
+                raise _invalid(key, _java_list(items),
+                               f"{key} must be the literal '*' or a list of replicas in the following "
+                               "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+            return ",".join(items)
         if any(item == "" for item in items):
             raise InvalidTopicConfigError(key, f"Configuration '{key}' values must not be empty.")
         for item in items:
@@ -102,7 +198,8 @@ def _parse_value(key: str, raw: str) -> object:
         except ValueError:
             raise _invalid(key, raw, "Not a number of type DOUBLE") from None
         if not 0.0 <= number <= 1.0:   # min.cleanable.dirty.ratio: Range.between(0, 1)
-            raise _invalid(key, number, "Value must be no more than 1" if number > 1 else "Value must be at least 0")
+            raise _invalid(key, java_double_str(number),
+                           "Value must be no more than 1" if number > 1 else "Value must be at least 0")
         return number
     lo_type, hi_type = _BOUNDS[kind]
     if not _NUMBER.fullmatch(trimmed) or not lo_type <= int(trimmed) <= hi_type:
@@ -132,10 +229,72 @@ def topic_log_config(defaults: LogConfig, overrides: dict[str, str]) -> LogConfi
     return defaults.with_overrides(**changes) if changes else defaults
 
 
+def check_log_config(cfg: LogConfig) -> None:
+    """LogConfig.validateValues and the tiered-storage checks on the merged config."""
+    if cfg.min_compaction_lag_ms > cfg.max_compaction_lag_ms:
+        raise InvalidTopicConfigError(
+            "min.compaction.lag.ms",
+            f"conflict topic config setting min.compaction.lag.ms ({cfg.min_compaction_lag_ms}) > "
+            f"max.compaction.lag.ms ({cfg.max_compaction_lag_ms})")
+    if cfg.remote_storage_enable:
+        # remote.log.storage.system.enable is never true here: no tiered storage
+        raise InvalidTopicConfigError(
+            "remote.storage.enable",
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with "
+            "remote log storage.")
+
+
+def validate_topic_log_config(defaults: LogConfig, configs: dict[str, str | None]) -> tuple[dict[str, str], LogConfig]:
+    """Everything Kafka checks for a topic's override set: names, values, then the merged config's
+    cross-checks. Returns (the overrides to store, the topic's LogConfig)."""
+    overrides = validate_topic_configs(configs)
+    cfg = topic_log_config(defaults, overrides)
+    check_log_config(cfg)
+    return overrides, cfg
+
+
+def java_double_str(x: float) -> str:
+    """Java's Double.toString: plain decimal in [1e-3, 1e7), otherwise d.dddE<n>."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    if 1e-3 <= abs(x) < 1e7:
+        return repr(x)          # Python prints this range positionally, always with a '.'
+    sign, digits, exponent = Decimal(repr(x)).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    exp10 = len(digits) + int(exponent) - 1
+    mantissa = ds[0] + "." + (ds[1:] or "0")
+    return ("-" if sign else "") + f"{mantissa}E{exp10}"
+
+
+def render_value(value: object) -> str:
+    """ConfigDef.convertToString of a parsed value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double_str(value)
+    return str(value)
+
+
 def effective_topic_configs(cfg: LogConfig) -> dict[str, str]:
     """The topic-level view of a LogConfig (property name -> string value), as DescribeConfigs shows."""
-    out: dict[str, str] = {}
-    for key, attr in TOPIC_CONFIG_ATTRS.items():
-        v = getattr(cfg, attr)
-        out[key] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-    return out
+    return {key: render_value(getattr(cfg, attr)) for key, attr in TOPIC_CONFIG_ATTRS.items()}
+
+
+def config_type(key: str) -> str:
+    """Kafka's ConfigDef type name of a topic config ("UNKNOWN" for anything else)."""
+    return _TYPES.get(key, "UNKNOWN")
+
+
+def is_list_config(key: str) -> bool:
+    return _TYPES.get(key) == "LIST"
+
+
+def list_default(key: str) -> str:
+    """The LogConfig ConfigDef default of a LIST config, as a string (what IncrementalAlterConfigs
+    APPEND/SUBTRACT start from when the topic has no override): Kafka's own default, not the
+    broker's synonym."""
+    return render_value(getattr(LogConfig(), TOPIC_CONFIG_ATTRS[key]))

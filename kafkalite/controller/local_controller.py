@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.config.topic_config import InvalidTopicConfigError, topic_log_config, validate_topic_configs
+from kafkalite.config.topic_config import (InvalidTopicConfigError, topic_log_config,
+                                           validate_topic_log_config)
 from kafkalite.controller.metadata_store import MetadataStore, PartitionState, TopicRecord, new_kafka_uuid
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
@@ -78,14 +79,16 @@ class LocalController:
     def log_config_for(self, record: TopicRecord) -> LogConfig:
         return topic_log_config(self.default_log_config, record.configs)
 
-    def _publish(self, record: TopicRecord) -> None:
-        """LeaderAndIsr to the replica manager, then UpdateMetadata to the cache."""
+    def _publish(self, record: TopicRecord, only: Optional[set[int]] = None) -> None:
+        """LeaderAndIsr to the replica manager (for the partitions in `only`, default all), then
+        UpdateMetadata to the cache."""
         cfg = self.log_config_for(record)
         partitions: dict[int, PartitionInfo] = {}
         for p, replicas in sorted(record.assignment.items()):
             st = record.states[p]
-            self.replica_manager.become_leader(TopicPartition(record.name, p), record.topic_id,
-                                               st.leader_epoch, replicas, st.isr, cfg)
+            if only is None or p in only:
+                self.replica_manager.become_leader(TopicPartition(record.name, p), record.topic_id,
+                                                   st.leader_epoch, replicas, st.isr, cfg)
             partitions[p] = PartitionInfo(p, st.leader, st.leader_epoch, tuple(replicas), tuple(st.isr))
         self.metadata_cache.update_topic(TopicInfo(record.name, record.topic_id, is_internal(record.name),
                                                    partitions))
@@ -153,8 +156,7 @@ class LocalController:
                                    f"{len(self.live_brokers)}.")
             assignment = {p: self.live_brokers[:rf] for p in range(n)}
         try:
-            configs = validate_topic_configs(t.configs)
-            cfg = topic_log_config(self.default_log_config, configs)
+            configs, cfg = validate_topic_log_config(self.default_log_config, t.configs)
         except InvalidTopicConfigError as e:
             return TopicResult(t.name, ErrorCode.INVALID_CONFIG, str(e))
         states = {p: PartitionState(self.broker_id, 0, [b for b in r if b in self.live_brokers],
@@ -191,3 +193,76 @@ class LocalController:
             if r.topic_id == topic_id:
                 return r
         return None
+
+    # -- AlterConfigs / IncrementalAlterConfigs ------------------------------------------------
+    def alter_topic_configs(self, name: str, configs: dict[str, Optional[str]],
+                            validate_only: bool) -> tuple[ErrorCode, Optional[str]]:
+        """Replace the topic's overrides with `configs` (the complete new set), validated as at
+        creation; the live logs take the new LogConfig at once."""
+        record = self.store.topics().get(name)
+        if record is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        try:
+            overrides, cfg = validate_topic_log_config(self.default_log_config, configs)
+        except InvalidTopicConfigError as e:
+            return ErrorCode.INVALID_CONFIG, str(e)
+        if not validate_only:
+            self.store.update_topic_configs(name, overrides)
+            self.replica_manager.update_log_config(name, cfg)
+            log.info("updated configs of topic %s: %s", name, overrides)
+        return ErrorCode.NONE, None
+
+    # -- CreatePartitions ----------------------------------------------------------------------
+    def create_partitions(self, name: str, count: int, assignments: Optional[list[list[int]]],
+                          validate_only: bool) -> tuple[ErrorCode, Optional[str]]:
+        """Add partitions up to `count` (Kafka's ZooKeeper-mode checks and messages); existing
+        partitions and their data are untouched."""
+        record = self.store.topics().get(name)
+        if record is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        old = record.num_partitions
+        increment = count - old
+        if increment < 0:
+            return ErrorCode.INVALID_PARTITIONS, (f"Topic currently has {old} partitions, which is higher than "
+                                                  f"the requested {count}.")
+        if increment == 0:
+            return ErrorCode.INVALID_PARTITIONS, f"Topic already has {old} partitions."
+        if count > MAX_PARTITIONS:
+            return ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be at most {MAX_PARTITIONS}."
+        rf = len(record.assignment[0])
+        if assignments is not None:
+            unknown = sorted({b for r in assignments for b in r} - set(self.live_brokers))
+            if unknown:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+            if len(assignments) != increment:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"Increasing the number of partitions by {increment} but {len(assignments)} "
+                    "assignments provided.")
+            new_assignment = {old + i: list(r) for i, r in enumerate(assignments)}
+            for p, replicas in new_assignment.items():
+                if not replicas:
+                    return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Cannot have replication factor of 0 for partition id {p}."
+                if len(set(replicas)) != len(replicas):
+                    return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                        f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, replicas))} "
+                        f"for partition id {p}.")
+            bad = sorted((p, len(r)) for p, r in new_assignment.items() if len(r) != rf)
+            if bad:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
+                    f"partitions [{', '.join(str(p) for p, _ in bad)}] have replication factors "
+                    f"[{', '.join(str(n) for _, n in bad)}], respectively.")
+        else:
+            if rf > len(self.live_brokers):
+                return ErrorCode.INVALID_REPLICATION_FACTOR, (
+                    f"Replication factor: {rf} larger than available brokers: {len(self.live_brokers)}.")
+            new_assignment = {p: self.live_brokers[:rf] for p in range(old, count)}
+        if validate_only:
+            return ErrorCode.NONE, None
+        states = {p: PartitionState(self.broker_id, 0, [b for b in r if b in self.live_brokers],
+                                    self.controller_epoch) for p, r in new_assignment.items()}
+        self.store.add_partitions(name, new_assignment, states)
+        self._publish(record, only=set(new_assignment))
+        log.info("added partitions %d..%d to topic %s", old, count - 1, name)
+        return ErrorCode.NONE, None

@@ -72,6 +72,15 @@ class MetadataStore(ABC):
     def delete_topic(self, name: str) -> None: ...
 
     @abstractmethod
+    def update_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        """Replace the topic's config overrides (Kafka's /config/topics/<t>)."""
+
+    @abstractmethod
+    def add_partitions(self, topic: str, assignment: dict[int, list[int]],
+                       states: dict[int, PartitionState]) -> None:
+        """Add new partitions (their replica assignment and first state) to a topic."""
+
+    @abstractmethod
     def allocate_producer_id_block(self, broker_id: int, block_size: int) -> int:
         """Reserve [start, start + block_size) for this broker; ids never repeat across restarts."""
 
@@ -149,6 +158,17 @@ class LocalMetadataStore(MetadataStore):
 
     def delete_topic(self, name: str) -> None:
         self._topics.pop(name, None)
+        self._persist()
+
+    def update_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        self._topics[topic].configs = dict(configs)
+        self._persist()
+
+    def add_partitions(self, topic: str, assignment: dict[int, list[int]],
+                       states: dict[int, PartitionState]) -> None:
+        record = self._topics[topic]
+        record.assignment.update({p: list(r) for p, r in assignment.items()})
+        record.states.update(states)
         self._persist()
 
     def allocate_producer_id_block(self, broker_id: int, block_size: int) -> int:

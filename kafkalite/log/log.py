@@ -23,6 +23,7 @@ from typing import Callable, Iterator, NamedTuple
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
+from kafkalite.log.append_policy import apply_compression_type, check_timestamps
 from kafkalite.log.errors import (InconsistentTopicIdError, InvalidRecordError, LogError,
                                   OffsetOutOfRangeError, OffsetsOutOfOrderError,
                                   RecordBatchTooLargeError, UnexpectedAppendOffsetError)
@@ -276,6 +277,12 @@ class Log:
                            max_message_bytes=config.max_message_bytes)
         if from_client and self._is_compacted:
             self._check_keys(mv, batches)
+        if from_client:
+            # topic configs on record contents: the timestamp window, broker-side compression.type
+            check_timestamps(mv, batches, config, now_ms)
+            recompressed = apply_compression_type(mv, batches, config, self.name)
+            if recompressed is not None:
+                mv, batches, valid_bytes = recompressed
         if valid_bytes > config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"Message batch size is {valid_bytes} bytes in append to partition {self.name}, "

@@ -233,6 +233,27 @@ class ReplicaManager:
             return ListOffsetsPartitionResult(ErrorCode.NONE, -1, -1, epoch)
         return ListOffsetsPartitionResult(ErrorCode.NONE, found[0], found[1], epoch)
 
+    # -- delete records ----------------------------------------------------------------------
+    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+        """DeleteRecords on the leader (Kafka's Partition.deleteRecordsOnLeader): move the log
+        start offset to `offset` (-1: the high watermark) and drop the segments wholly below it.
+        Returns the low watermark (the log start offset: this broker is the only replica).
+        Raises KafkaApiError."""
+        p = self.leader_partition(tp)
+        if "delete" not in {x.strip() for x in p.log.config.cleanup_policy.split(",")}:
+            raise KafkaApiError(ErrorCode.POLICY_VIOLATION,
+                                f"Records of partition {tp} can not be deleted due to the configured policy")
+        hw = p.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0 or target > hw:
+            raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                f"Cannot increment the log start offset to {target} of partition {tp} "
+                                f"since it is larger than the high watermark {hw}" if target > hw else
+                                f"The offset {target} for partition {tp} is not valid")
+        p.log.maybe_increment_log_start_offset(target, hw)
+        p.log.delete_log_start_offset_breached_segments(hw)
+        return p.log.log_start_offset
+
     def complete_delayed_requests(self) -> int:
         """At shutdown: answer every waiting fetch and produce now, with what the logs hold,
         instead of letting them wait out their timeouts while the broker stops."""

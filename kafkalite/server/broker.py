@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from kafkalite.config.broker_configs import broker_log_config
 from kafkalite.config.server_config import KafkaConfig
 from kafkalite.controller.local_controller import LocalController
 from kafkalite.controller.metadata_store import LocalMetadataStore
@@ -26,6 +27,8 @@ from kafkalite.server.handlers import (api_versions, create_topics, delete_group
                                        init_producer_id, join_group, leave_group, list_groups,
                                        list_offsets, metadata, offset_commit, offset_delete,
                                        offset_fetch, offset_for_leader_epoch, produce, sync_group)
+from kafkalite.server.handlers import (alter_configs, create_partitions, delete_records, describe_cluster,
+                                       describe_configs, describe_log_dirs, incremental_alter_configs)
 from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.server.scheduler import Scheduler
@@ -60,7 +63,7 @@ class KafkaServer:
         log_dirs = cfg.log_dirs_list()
         for d in log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
-        default_log_config = cfg.log_config()
+        default_log_config = broker_log_config(cfg)
         self.log_manager = LogManager(log_dirs, default_log_config)
         # Opening logs reads files (and recovers them after a crash): keep it off the loop.
         await asyncio.to_thread(self.log_manager.startup)
@@ -130,6 +133,13 @@ class KafkaServer:
             list_groups.make(services),
             delete_groups.make(services),
             offset_delete.make(services),
+            describe_configs.make(services),
+            alter_configs.make(services),
+            incremental_alter_configs.make(services),
+            create_partitions.make(services),
+            delete_records.make(services),
+            describe_cluster.make(services),
+            describe_log_dirs.make(services),
         ]
         apis = KafkaApis(specs)
         self._schedule_maintenance()

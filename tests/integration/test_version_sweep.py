@@ -42,6 +42,14 @@ EXPECTED_RANGES = {
     16: (0, 5),    # ListGroups
     42: (0, 2),    # DeleteGroups
     47: (0, 0),    # OffsetDelete
+    # configs and admin
+    32: (1, 4),    # DescribeConfigs
+    33: (0, 2),    # AlterConfigs
+    44: (0, 1),    # IncrementalAlterConfigs
+    37: (0, 3),    # CreatePartitions
+    21: (0, 2),    # DeleteRecords
+    60: (0, 2),    # DescribeCluster
+    35: (1, 5),    # DescribeLogDirs
 }
 
 
@@ -301,3 +309,207 @@ def test_offset_for_leader_epoch_each_version_across_a_restart(tmp_path, v: int)
         assert (b.log_dir / f"{name}-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 3\n"
     finally:
         b.close()
+
+
+# -- configs and admin APIs ------------------------------------------------------------------------
+
+def _describe_topic(c: RawClient, name: str, v: int = 4, keys=None, synonyms: bool = True, docs: bool = False):
+    from kafka.protocol.admin import DescribeConfigsRequest as DC
+    kw = {"include_documentation": docs} if v >= 3 else {}
+    resp = c.request(DC[v](resources=[DC.DescribeConfigsResource(resource_type=2, resource_name=name,
+                                                                 configuration_keys=keys)],
+                           include_synonyms=synonyms, **kw))
+    (r,) = resp.results
+    return r
+
+
+@pytest.mark.parametrize("v", versions(32))
+def test_describe_configs_each_version(client: RawClient, v: int) -> None:
+    from kafka.protocol.admin import DescribeConfigsRequest as DC
+    name = f"sweep-dc-{v}-{uuid.uuid4().hex[:6]}"
+    assert client.create_topic(name, 1, configs={"retention.ms": "3600000"}).error_code == 0
+    r = _describe_topic(client, name, v, keys=["retention.ms", "cleanup.policy", "no.such.key"], docs=True)
+    assert (r.error_code, r.error_message, r.resource_type, r.resource_name) == (0, None, 2, name)
+    got = {e.name: e for e in r.configs}
+    assert sorted(got) == ["cleanup.policy", "retention.ms"]
+    ret, cp = got["retention.ms"], got["cleanup.policy"]
+    assert (ret.value, ret.config_source, ret.read_only, ret.is_sensitive) == ("3600000", 1, False, False)
+    assert [(s.name, s.value, s.source) for s in ret.synonyms] == [("retention.ms", "3600000", 1)]
+    assert (cp.value, cp.config_source) == ("delete", 5)
+    assert [(s.name, s.value, s.source) for s in cp.synonyms] == [("log.cleanup.policy", "delete", 5)]
+    if v >= 3:
+        assert (ret.config_type, cp.config_type) == (5, 7)          # LONG, LIST
+        assert ret.documentation.startswith("How long a segment is kept")
+    # without synonyms asked for, none are sent; every topic config is listed without keys
+    r = _describe_topic(client, name, v, synonyms=False)
+    assert len(r.configs) == 30 and all(e.synonyms == [] for e in r.configs)
+    if v >= 3:
+        assert all(e.documentation is None for e in r.configs)
+    assert _describe_topic(client, name + "-missing", v).error_code == 3      # UNKNOWN_TOPIC_OR_PARTITION
+    bad = _describe_topic(client, "bad/name", v)
+    assert (bad.error_code, bad.error_message) == (17, "Topic name is invalid: 'bad/name' contains one or more "
+                                                       "characters other than ASCII alphanumerics, '.', '_' and '-'")
+    kw = {"include_documentation": False} if v >= 3 else {}
+    resp = client.request(DC[v](resources=[
+        DC.DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=["num.partitions"]),
+        DC.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None),
+        DC.DescribeConfigsResource(resource_type=4, resource_name="7", configuration_keys=None)],
+        include_synonyms=True, **kw))
+    broker, default, other = resp.results
+    (np_,) = broker.configs
+    assert (broker.error_code, np_.name, np_.value, np_.config_source, np_.read_only) == (0, "num.partitions", "3", 4, True)
+    assert [(s.name, s.value, s.source) for s in np_.synonyms] == [("num.partitions", "3", 4), ("num.partitions", "1", 5)]
+    assert (default.error_code, default.configs) == (0, [])
+    assert (other.error_code, other.error_message) == (42, "Unexpected broker id, expected 0 or empty string, "
+                                                           "but received 7")
+
+
+@pytest.mark.parametrize("v", versions(33))
+def test_alter_configs_each_version(client: RawClient, v: int) -> None:
+    from kafka.protocol.admin import AlterConfigsRequest as AC
+    name = f"sweep-ac-{v}-{uuid.uuid4().hex[:6]}"
+    assert client.create_topic(name, 1, configs={"retention.ms": "3600000"}).error_code == 0
+    R = AC.AlterConfigsResource
+
+    def alter(configs: dict, rtype: int = 2, rname: str = name, validate_only: bool = False):
+        resp = client.request(AC[v](resources=[R(resource_type=rtype, resource_name=rname, configs=[
+            R.AlterableConfig(name=k, value=val) for k, val in configs.items()])], validate_only=validate_only))
+        (r,) = resp.responses
+        assert (r.resource_type, r.resource_name) == (rtype, rname)
+        return r.error_code, r.error_message
+
+    assert alter({"segment.ms": "60000"}, validate_only=True) == (0, None)
+    assert {e.name: e.value for e in _describe_topic(client, name).configs}["segment.ms"] == "604800000"
+    assert alter({"segment.ms": "60000"}) == (0, None)
+    got = {e.name: (e.value, e.config_source) for e in _describe_topic(client, name).configs}
+    # the whole set is replaced: retention.ms falls back to the broker default
+    assert (got["segment.ms"], got["retention.ms"]) == (("60000", 1), ("604800000", 5))
+    assert alter({"segment.ms": "0"}) == (40, "Invalid value 0 for configuration segment.ms: Value must be at least 1")
+    assert alter({"no.such.config": "1"}) == (40, "Unknown topic config name: no.such.config")
+    assert alter({"segment.ms": "1"}, rname=name + "-missing") == (3, f"The topic '{name}-missing' does not exist.")
+    assert alter({"num.partitions": "5"}, rtype=4, rname="0") == (
+        42, "Invalid config value for resource ConfigResource(type=BROKER, name='0'): "
+            "Cannot update these configs dynamically: Set(num.partitions)")
+    assert alter({}, rtype=4, rname="0") == (0, None)
+
+
+@pytest.mark.parametrize("v", versions(44))
+def test_incremental_alter_configs_each_version(client: RawClient, v: int) -> None:
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as IAC
+    name = f"sweep-iac-{v}-{uuid.uuid4().hex[:6]}"
+    assert client.create_topic(name, 1, configs={"retention.ms": "3600000"}).error_code == 0
+    R = IAC.AlterConfigsResource
+
+    def alter(ops: list, rtype: int = 2, rname: str = name):
+        resp = client.request(IAC[v](resources=[R(resource_type=rtype, resource_name=rname, configs=[
+            R.AlterableConfig(name=k, config_operation=op, value=val) for k, op, val in ops])], validate_only=False))
+        (r,) = resp.responses
+        return r.error_code, r.error_message
+
+    assert alter([("cleanup.policy", 2, "compact"), ("segment.bytes", 0, "100000")]) == (0, None)
+    got = {e.name: (e.value, e.config_source) for e in _describe_topic(client, name).configs}
+    # incremental: retention.ms stays
+    assert (got["cleanup.policy"], got["segment.bytes"], got["retention.ms"]) ==         (("delete,compact", 1), ("100000", 1), ("3600000", 1))
+    assert alter([("cleanup.policy", 3, "delete"), ("retention.ms", 1, None)]) == (0, None)
+    got = {e.name: (e.value, e.config_source) for e in _describe_topic(client, name).configs}
+    assert (got["cleanup.policy"], got["retention.ms"]) == (("compact", 1), ("604800000", 5))
+    assert alter([("retention.ms", 2, "5")]) == (40, "Can't APPEND to key retention.ms because its type is not LIST.")
+    assert alter([("retention.ms", 0, None)]) == (42, "Null value not supported for : retention.ms")
+    assert alter([("log.retention.ms", 0, "1")], rtype=4, rname="0") == (
+        42, "Cannot update these configs dynamically: Set(log.retention.ms)")
+    assert alter([("log.retention.ms", 1, None)], rtype=4, rname="") == (0, None)
+
+
+@pytest.mark.parametrize("v", versions(37))
+def test_create_partitions_each_version(client: RawClient, v: int) -> None:
+    from kafka.protocol.admin import CreatePartitionsRequest as CP
+    name = f"sweep-cp-{v}-{uuid.uuid4().hex[:6]}"
+    assert _create(client, name, 1).error_code == 0
+    T = CP.CreatePartitionsTopic
+
+    def grow(count: int, assignments=None, validate_only: bool = False):
+        resp = client.request(CP[v](topics=[T(name=name, count=count, assignments=assignments)],
+                                    timeout_ms=5000, validate_only=validate_only))
+        (r,) = resp.results
+        assert r.name == name
+        return r.error_code, r.error_message
+
+    assert grow(3, validate_only=True) == (0, None)
+    assert grow(3, assignments=[T.CreatePartitionsAssignment(broker_ids=[0])] * 2) == (0, None)
+    md = client.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                                            allow_auto_topic_creation=False))
+    assert sorted((p.partition_index, p.leader_id) for p in md.topics[0].partitions) == [(0, 0), (1, 0), (2, 0)]
+    assert grow(2) == (37, "Topic currently has 3 partitions, which is higher than the requested 2.")
+    assert grow(3) == (37, "Topic already has 3 partitions.")
+
+
+@pytest.mark.parametrize("v", versions(21))
+def test_delete_records_each_version(client: RawClient, v: int) -> None:
+    from kafka.protocol.admin import DeleteRecordsRequest as DR
+    name = f"sweep-dr-{v}-{uuid.uuid4().hex[:6]}"
+    assert _create(client, name, 1).error_code == 0
+    assert client.produce(name, 0, build_batch([Rec(b"k", b"%d" % i) for i in range(5)]), version=12).error_code == 0
+    T = DR.DeleteRecordsTopic
+
+    def delete(offset: int, partition: int = 0):
+        resp = client.request(DR[v](topics=[T(name=name, partitions=[
+            T.DeleteRecordsPartition(partition_index=partition, offset=offset)])], timeout_ms=5000))
+        (t,) = resp.topics
+        (p,) = t.partitions
+        assert (t.name, p.partition_index) == (name, partition)
+        return p.error_code, p.low_watermark
+
+    assert delete(3) == (0, 3)
+    assert client.list_offset(name, 0, -2).offset == 3
+    assert delete(2) == (0, 3)        # never moves backwards
+    assert delete(6) == (1, -1)       # above the high watermark: OFFSET_OUT_OF_RANGE
+    assert delete(-1) == (0, 5)       # -1: up to the high watermark
+    assert delete(0, partition=4) == (3, -1)
+
+
+@pytest.mark.parametrize("v", versions(60))
+def test_describe_cluster_each_version(broker: BrokerProcess, client: RawClient, v: int) -> None:
+    from kafka.protocol.admin import DescribeClusterRequest as DCR
+    kw = {"endpoint_type": 1} if v >= 1 else {}
+    if v >= 2:
+        kw["include_fenced_brokers"] = False
+    r = client.request(DCR[v](include_cluster_authorized_operations=True, **kw))
+    assert (r.error_code, r.error_message, r.controller_id) == (0, None, 0)
+    assert r.cluster_id == client.request(MetadataRequest[12](topics=[], allow_auto_topic_creation=False)).cluster_id
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in r.brokers] == [(0, "127.0.0.1", broker.port, None)]
+    assert r.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
+    if v >= 2:
+        assert r.brokers[0].is_fenced is False
+    r = client.request(DCR[v](include_cluster_authorized_operations=False, **kw))
+    assert r.authorized_operations is None                 # INT32_MIN: not asked for
+    if v >= 1:
+        kw["endpoint_type"] = 2
+        r = client.request(DCR[v](include_cluster_authorized_operations=False, **kw))
+        assert (r.error_code, r.error_message, r.brokers) == (
+            114, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER", [])
+        kw["endpoint_type"] = 9
+        assert client.request(DCR[v](include_cluster_authorized_operations=False, **kw)).error_code == 115
+
+
+@pytest.mark.parametrize("v", versions(35))
+def test_describe_log_dirs_each_version(broker: BrokerProcess, client: RawClient, v: int) -> None:
+    from kafka.protocol.admin import DescribeLogDirsRequest as DL
+    name = f"sweep-dl-{v}-{uuid.uuid4().hex[:6]}"
+    assert _create(client, name, 2).error_code == 0
+    batch = build_batch([Rec(b"k", b"v" * 100)])
+    assert client.produce(name, 1, batch, version=12).error_code == 0
+    T = DL.DescribableLogDirTopic
+    resp = client.request(DL[v](topics=[T(topic=name, partitions=[0, 1, 7])]))
+    if v >= 3:
+        assert resp.error_code == 0
+    (d,) = resp.results
+    assert (d.error_code, d.log_dir) == (0, str(broker.log_dir.absolute()))
+    (t,) = d.topics
+    assert t.name == name
+    assert [(p.partition_index, p.partition_size, p.offset_lag, p.is_future_key) for p in t.partitions] ==         [(0, 0, 0, False), (1, len(batch), 0, False)]
+    if v >= 4:
+        assert d.total_bytes > 0 and 0 <= d.usable_bytes <= d.total_bytes
+    if v >= 5:
+        assert d.is_cordoned is False
+    everything = client.request(DL[v](topics=None)).results[0]
+    assert {(t.name, p.partition_index) for t in everything.topics for p in t.partitions} >= {(name, 0), (name, 1)}

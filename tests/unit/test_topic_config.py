@@ -8,8 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
-from kafkalite.config.topic_config import (InvalidTopicConfigError, _TYPES, effective_topic_configs,
-                                           topic_log_config, validate_topic_configs)
+from kafkalite.config.topic_config import (TOPIC_CONFIG_DOCS, InvalidTopicConfigError, _TYPES, config_type,
+                                           effective_topic_configs, is_list_config, java_double_str,
+                                           list_default, topic_log_config, validate_topic_configs,
+                                           validate_topic_log_config)
 
 
 def _msg(key: str, value: str, reason: str) -> str:
@@ -160,3 +162,98 @@ def test_any_string_either_validates_or_names_the_key(raw: str) -> None:
             validate_topic_configs({key: raw})
         except InvalidTopicConfigError as e:
             assert e.key == key and key in str(e)
+
+
+# -- the remaining Kafka 3.x topic configs --------------------------------------------------------
+
+NEW_ACCEPTED = [
+    ("message.timestamp.before.max.ms", "0", 0),
+    ("message.timestamp.after.max.ms", " 3600000 ", 3600000),
+    ("message.timestamp.difference.max.ms", "9223372036854775807", 2**63 - 1),
+    ("compression.type", "zstd", "zstd"),
+    ("compression.type", " producer ", "producer"),
+    ("compression.type", "uncompressed", "uncompressed"),
+    ("unclean.leader.election.enable", "TRUE", True),
+    ("message.downconversion.enable", "false", False),
+    ("leader.replication.throttled.replicas", "*", "*"),
+    ("leader.replication.throttled.replicas", " 0:1 , 1:0 ", "0:1,1:0"),
+    ("follower.replication.throttled.replicas", "", ""),
+    ("follower.replication.throttled.replicas", "0:1,,2:0", "0:1,,2:0"),   # empty entries match the validator
+    ("remote.storage.enable", "false", False),
+    ("local.retention.ms", "-2", -2),
+    ("local.retention.bytes", "1000", 1000),
+]
+
+_THROTTLE_REASON = ("must be the literal '*' or a list of replicas in the following format: "
+                    "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+NEW_REJECTED = [
+    ("message.timestamp.before.max.ms", "-1", _msg("message.timestamp.before.max.ms", "-1", "Value must be at least 0")),
+    ("message.timestamp.after.max.ms", "x", _msg("message.timestamp.after.max.ms", "x", "Not a number of type LONG")),
+    ("message.timestamp.difference.max.ms", "-5",
+     _msg("message.timestamp.difference.max.ms", "-5", "Value must be at least 0")),
+    ("compression.type", "zip", _msg("compression.type", "zip",
+                                     "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer")),
+    ("compression.type", "GZIP", _msg("compression.type", "GZIP",
+                                      "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer")),
+    ("unclean.leader.election.enable", "1", _msg("unclean.leader.election.enable", "1",
+                                                 "Expected value to be either true or false")),
+    ("leader.replication.throttled.replicas", "0:x",
+     _msg("leader.replication.throttled.replicas", "[0:x]", "leader.replication.throttled.replicas " + _THROTTLE_REASON)),
+    ("follower.replication.throttled.replicas", "*,0:1",
+     _msg("follower.replication.throttled.replicas", "[*, 0:1]",
+          "follower.replication.throttled.replicas " + _THROTTLE_REASON)),
+    ("local.retention.ms", "-3", _msg("local.retention.ms", "-3", "Value must be at least -2")),
+]
+
+
+@pytest.mark.parametrize("key,raw,parsed", NEW_ACCEPTED)
+def test_new_topic_configs_accepted(key: str, raw: str, parsed: object) -> None:
+    overrides, cfg = validate_topic_log_config(LogConfig(), {key: raw})
+    assert overrides == {key: raw}
+    assert getattr(cfg, TOPIC_CONFIG_ATTRS[key]) == parsed
+
+
+@pytest.mark.parametrize("key,raw,message", NEW_REJECTED)
+def test_new_topic_configs_rejected(key: str, raw: str, message: str) -> None:
+    with pytest.raises(InvalidTopicConfigError) as exc:
+        validate_topic_log_config(LogConfig(), {key: raw})
+    assert (exc.value.key, str(exc.value)) == (key, message)
+
+
+def test_cross_checks_on_the_merged_config() -> None:
+    # LogConfig.validateValues: against the broker default too, not only the overrides given
+    with pytest.raises(InvalidTopicConfigError) as exc:
+        validate_topic_log_config(LogConfig(max_compaction_lag_ms=1000), {"min.compaction.lag.ms": "1001"})
+    assert str(exc.value) == "conflict topic config setting min.compaction.lag.ms (1001) > max.compaction.lag.ms (1000)"
+    assert validate_topic_log_config(LogConfig(max_compaction_lag_ms=1000), {"min.compaction.lag.ms": "1000"})[0] == \
+        {"min.compaction.lag.ms": "1000"}
+    with pytest.raises(InvalidTopicConfigError) as exc:
+        validate_topic_log_config(LogConfig(), {"remote.storage.enable": "true"})
+    assert (exc.value.key, str(exc.value)) == (
+        "remote.storage.enable",
+        "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.")
+
+
+def test_timestamp_bounds_fall_back_to_difference_max_ms() -> None:
+    cfg = topic_log_config(LogConfig(), {"message.timestamp.difference.max.ms": "5000"})
+    assert (cfg.effective_timestamp_before_max_ms, cfg.effective_timestamp_after_max_ms) == (5000, 5000)
+    cfg = topic_log_config(LogConfig(), {"message.timestamp.difference.max.ms": "5000",
+                                         "message.timestamp.after.max.ms": "100"})
+    assert (cfg.effective_timestamp_before_max_ms, cfg.effective_timestamp_after_max_ms) == (5000, 100)
+
+
+@pytest.mark.parametrize("value,java", [
+    (0.5, "0.5"), (1.0, "1.0"), (0.0, "0.0"), (0.001, "0.001"), (0.0001, "1.0E-4"), (1.25e-5, "1.25E-5"),
+    (12345678.0, "1.2345678E7"), (1e7, "1.0E7"), (9999999.0, "9999999.0"), (0.1, "0.1")])
+def test_java_double_str(value: float, java: str) -> None:
+    assert java_double_str(value) == java
+
+
+def test_config_types_and_list_defaults() -> None:
+    assert (config_type("cleanup.policy"), config_type("retention.ms"), config_type("segment.bytes"),
+            config_type("preallocate"), config_type("min.cleanable.dirty.ratio"), config_type("compression.type"),
+            config_type("nope")) == ("LIST", "LONG", "INT", "BOOLEAN", "DOUBLE", "STRING", "UNKNOWN")
+    assert list_default("cleanup.policy") == "delete"
+    assert list_default("leader.replication.throttled.replicas") == ""
+    assert is_list_config("follower.replication.throttled.replicas") and not is_list_config("retention.ms")
+    assert set(TOPIC_CONFIG_DOCS) == set(TOPIC_CONFIG_ATTRS)

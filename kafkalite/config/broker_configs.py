@@ -1,0 +1,239 @@
+"""DescribeConfigs' view of configuration: values, sources and synonyms as Kafka reports them.
+
+Kafka (ConfigHelper) reports a topic config as the first of its synonyms: the topic override
+(DYNAMIC_TOPIC_CONFIG), then the broker config it defaults to — looked up as dynamic per-broker,
+dynamic cluster default, static (server.properties) and built-in default, each source in the
+broker synonyms' order (`log.retention.ms`, `log.retention.minutes`, `log.retention.hours`) — and
+finally drops every synonym before the first one named like the primary broker key. So a topic
+whose retention comes from `log.retention.hours` shows `retention.ms` with source DEFAULT_CONFIG
+and no synonyms, exactly as Kafka does.
+
+kafkalite has no dynamic broker configs: every broker config is STATIC_BROKER_CONFIG (set in
+server.properties or with --override) or DEFAULT_CONFIG, and read-only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
+from kafkalite.config.server_config import FIELD_TO_ALIAS, KafkaConfig
+from kafkalite.config.topic_config import (TOPIC_CONFIG_DOCS, config_type, effective_topic_configs,
+                                           render_value)
+
+# DescribeConfigsResponse.ConfigSource
+SOURCE_DYNAMIC_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+
+LONG_MAX = 2**63 - 1
+
+# Topic config -> broker configs it defaults to, highest precedence first (3.x
+# ServerTopicConfigSynonyms). Topic configs absent here have no broker default.
+TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "retention.bytes": ("log.retention.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "max.message.bytes": ("message.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "cleanup.policy": ("log.cleanup.policy",),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "compression.type": ("compression.type",),
+    "preallocate": ("log.preallocate",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "message.downconversion.enable": ("log.message.downconversion.enable",),
+    "local.retention.ms": ("log.local.retention.ms",),
+    "local.retention.bytes": ("log.local.retention.bytes",),
+}
+
+# Broker-level synonyms kafkalite does not read from server.properties (the keys are accepted and
+# ignored, or unknown): their built-in defaults are what every topic gets.
+_UNREAD_BROKER_DEFAULTS: dict[str, str] = {
+    "log.message.timestamp.difference.max.ms": str(LONG_MAX),
+    "log.message.downconversion.enable": "true",
+    "log.local.retention.ms": "-2",
+    "log.local.retention.bytes": "-2",
+}
+
+# Kafka's ConfigDef type of broker configs whose Python annotation does not say it.
+_BROKER_TYPE_OVERRIDES = {"log.cleanup.policy": "LIST"}
+_ANNOTATION_TYPES = {"Int": "INT", "OptInt": "INT", "Long": "LONG", "OptLong": "LONG", "Short": "SHORT",
+                     "Bool": "BOOLEAN", "Double": "DOUBLE"}
+
+# Documentation (DescribeConfigs v3+) of broker configs that are not topic-config synonyms.
+BROKER_CONFIG_DOCS: dict[str, str] = {
+    "broker.id": "This broker's id (kafkalite: 0 unless set).",
+    "listeners": "Addresses the broker listens on, as NAME://host:port (PLAINTEXT only).",
+    "advertised.listeners": "Addresses given to clients in Metadata; defaults to listeners.",
+    "log.dirs": "Directories holding the partition logs; the first also holds kafkalite-metadata.json.",
+    "log.dir": "Log directory used when log.dirs is not set.",
+    "num.partitions": "Partition count of topics created without one.",
+    "default.replication.factor": "Replication factor of topics created without one.",
+    "auto.create.topics.enable": "Whether Metadata requests create unknown topics.",
+    "delete.topic.enable": "Whether DeleteTopics may delete topics.",
+    "log.retention.check.interval.ms": "How often retention checks every partition's log.",
+    "log.flush.offset.checkpoint.interval.ms": "How often recovery points are checkpointed.",
+    "log.flush.start.offset.checkpoint.interval.ms": "How often log start offsets are checkpointed.",
+    "socket.request.max.bytes": "Largest request frame accepted; larger frames close the connection.",
+    "socket.send.buffer.bytes": "SO_SNDBUF of client sockets (-1: the OS default).",
+    "socket.receive.buffer.bytes": "SO_RCVBUF of client sockets (-1: the OS default).",
+    "max.incremental.fetch.session.cache.slots": "Number of incremental fetch sessions kept.",
+    "offsets.topic.num.partitions": "Partition count of __consumer_offsets.",
+    "offsets.retention.minutes": "How long committed offsets of an empty group are kept.",
+    "group.initial.rebalance.delay.ms": "Delay of the first rebalance of a new group.",
+    "group.min.session.timeout.ms": "Smallest session timeout a consumer may ask for.",
+    "group.max.session.timeout.ms": "Largest session timeout a consumer may ask for.",
+}
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    name: str
+    value: Optional[str]
+    source: int
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: Optional[str]
+    source: int
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...]   # all of them; the handler drops them unless asked
+    config_type: str                      # Kafka's ConfigDef type name
+    documentation: Optional[str]
+
+
+def broker_log_config(config: KafkaConfig) -> LogConfig:
+    """The broker-level defaults of every topic's LogConfig, including the topic configs whose
+    broker synonyms `KafkaConfig.log_config()` does not carry."""
+    return config.log_config().with_overrides(
+        compression_type=config.compression_type,
+        unclean_leader_election_enable=config.unclean_leader_election_enable,
+        message_timestamp_before_max_ms=config.log_message_timestamp_before_max_ms,
+        message_timestamp_after_max_ms=config.log_message_timestamp_after_max_ms,
+    )
+
+
+def broker_config_synonyms(name: str) -> tuple[str, ...]:
+    """DynamicBrokerConfig.brokerConfigSynonyms: the keys one broker setting may be given as."""
+    if name in ("log.roll.ms", "log.roll.hours"):
+        return ("log.roll.ms", "log.roll.hours")
+    if name in ("log.roll.jitter.ms", "log.roll.jitter.hours"):
+        return ("log.roll.jitter.ms", "log.roll.jitter.hours")
+    if name == "log.flush.interval.ms":
+        return ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+    if name in ("log.retention.ms", "log.retention.minutes", "log.retention.hours"):
+        return ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+    return (name,)
+
+
+def _render(value: object) -> Optional[str]:
+    return None if value is None else render_value(value)
+
+
+class BrokerConfigView:
+    """The broker's configuration as DescribeConfigs sees it."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        fields = type(config).model_fields
+        # what server.properties / --override set (pydantic knows which fields were given)
+        self.static: dict[str, str] = {}
+        for name in config.model_fields_set:
+            rendered = _render(getattr(config, name))
+            if rendered is not None:
+                self.static[FIELD_TO_ALIAS[name]] = rendered
+        # built-in defaults; a null default is absent (ConfigDef.convertToStringMapWithPasswordValues)
+        self.defaults: dict[str, str] = dict(_UNREAD_BROKER_DEFAULTS)
+        for name, info in fields.items():
+            rendered = _render(info.default)
+            if rendered is not None:
+                self.defaults[FIELD_TO_ALIAS[name]] = rendered
+        self.current: dict[str, Optional[str]] = {
+            FIELD_TO_ALIAS[name]: _render(getattr(config, name)) for name in fields}
+
+    def synonyms(self, name: str, names: Iterable[str]) -> list[ConfigSynonym]:
+        """ConfigHelper.configSynonyms with no dynamic configs: static, then default, each in the
+        synonyms' order; then everything before the first entry called `name` is dropped."""
+        names = tuple(names)
+        out = [ConfigSynonym(n, self.static[n], SOURCE_STATIC_BROKER_CONFIG) for n in names if n in self.static]
+        out += [ConfigSynonym(n, self.defaults[n], SOURCE_DEFAULT_CONFIG) for n in names if n in self.defaults]
+        for i, s in enumerate(out):
+            if s.name == name:
+                return out[i:]
+        return []
+
+    # -- topics --------------------------------------------------------------------------------
+    def topic_entry(self, key: str, value: Optional[str], overrides: dict[str, str]) -> ConfigEntry:
+        """One topic config (ConfigHelper.createTopicConfigEntry); `value` is the effective one."""
+        primary = TOPIC_CONFIG_SYNONYMS.get(key, ())
+        synonyms = self.synonyms(primary[0], broker_config_synonyms(primary[0])) if primary else []
+        if key in overrides:
+            synonyms.insert(0, ConfigSynonym(key, value, SOURCE_DYNAMIC_TOPIC_CONFIG))
+        source = synonyms[0].source if synonyms else SOURCE_DEFAULT_CONFIG
+        return ConfigEntry(key, value, source, read_only=False, is_sensitive=False, synonyms=tuple(synonyms),
+                           config_type=config_type(key), documentation=TOPIC_CONFIG_DOCS.get(key))
+
+    def topic_entries(self, log_config: LogConfig, overrides: dict[str, str],
+                      keys: Optional[Iterable[str]] = None) -> list[ConfigEntry]:
+        """Every topic config of a topic (or those of `keys` that exist), sorted by name."""
+        values = effective_topic_configs(log_config)
+        wanted = sorted(values) if not keys else [k for k in sorted(set(keys)) if k in values]
+        return [self.topic_entry(k, values[k], overrides) for k in wanted]
+
+    # -- the broker ----------------------------------------------------------------------------
+    def broker_entry(self, name: str) -> ConfigEntry:
+        """One broker config (ConfigHelper.createBrokerConfigEntry, per-broker resource)."""
+        synonyms = self.synonyms(name, broker_config_synonyms(name))
+        source = synonyms[0].source if synonyms else SOURCE_DEFAULT_CONFIG
+        return ConfigEntry(name, self.current.get(name), source, read_only=True, is_sensitive=False,
+                           synonyms=tuple(synonyms), config_type=broker_config_type(name),
+                           documentation=broker_documentation(name))
+
+    def broker_entries(self, keys: Optional[Iterable[str]] = None) -> list[ConfigEntry]:
+        names = sorted(self.current) if not keys else [k for k in sorted(set(keys)) if k in self.current]
+        return [self.broker_entry(n) for n in names]
+
+
+def broker_config_type(name: str) -> str:
+    if name in _BROKER_TYPE_OVERRIDES:
+        return _BROKER_TYPE_OVERRIDES[name]
+    field = next((f for f, a in FIELD_TO_ALIAS.items() if a == name), None)
+    if field is None:
+        return "UNKNOWN"
+    annotation = KafkaConfig.__annotations__.get(field, "")
+    return _ANNOTATION_TYPES.get(str(annotation), "STRING")
+
+
+_TOPIC_KEY_OF_BROKER_KEY = {b: t for t, names in TOPIC_CONFIG_SYNONYMS.items() for b in names}
+
+
+def broker_documentation(name: str) -> Optional[str]:
+    if name in BROKER_CONFIG_DOCS:
+        return BROKER_CONFIG_DOCS[name]
+    topic_key = _TOPIC_KEY_OF_BROKER_KEY.get(name)
+    if topic_key is not None:
+        return f"Broker default of the topic config {topic_key}: {TOPIC_CONFIG_DOCS[topic_key]}"
+    return None
+
+
+def is_topic_config(name: str) -> bool:
+    return name in TOPIC_CONFIG_ATTRS

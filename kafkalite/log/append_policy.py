@@ -1,0 +1,115 @@
+"""Topic-config rules applied to client batches on append (Kafka's LogValidator parts that depend
+on LogConfig): the CreateTime timestamp window (message.timestamp.before/after.max.ms, or the
+deprecated difference.max.ms) and broker-side recompression (compression.type).
+
+Both look inside batches only when the topic asks for it: with the defaults (no timestamp bound,
+compression.type=producer) an append stays per batch and never decodes a record.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Sequence
+
+from crc32c import crc32c
+
+from kafkalite.config.log_config import LogConfig
+from kafkalite.log.errors import InvalidTimestampError, RecordTooLargeError
+from kafkalite.log.record_batch import (COMPRESSION_CODEC_MASK, COMPRESSION_GZIP, COMPRESSION_LZ4,
+                                        COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,
+                                        LOG_OVERHEAD, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, BatchHeader,
+                                        decode_records, split_batches)
+
+LONG_MAX = 2**63 - 1
+CODECS = {"uncompressed": COMPRESSION_NONE, "gzip": COMPRESSION_GZIP, "snappy": COMPRESSION_SNAPPY,
+          "lz4": COMPRESSION_LZ4, "zstd": COMPRESSION_ZSTD}
+GZIP_DEFAULT_LEVEL = 6      # java.util.zip.Deflater.DEFAULT_COMPRESSION, what Kafka's broker uses
+
+_PREFIX = struct.Struct(">qiib")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def _long(x: int) -> int:
+    """Java long arithmetic wraps."""
+    x &= (1 << 64) - 1
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def check_timestamps(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]], config: LogConfig,
+                     now_ms: int) -> None:
+    """INVALID_TIMESTAMP with a record error per CreateTime record outside
+    [now - before.max.ms, now + after.max.ms] (LogValidator.validateTimestamp)."""
+    before = config.effective_timestamp_before_max_ms
+    after = config.effective_timestamp_after_max_ms
+    if config.message_timestamp_type != "CreateTime" or (before == LONG_MAX and after == LONG_MAX):
+        return
+    errors: list[tuple[int, str | None]] = []
+    for pos, h in batches:
+        for index, record in enumerate(decode_records(buf[pos:pos + h.size], h)):
+            ts = record.timestamp
+            if ts == NO_TIMESTAMP:
+                continue
+            diff = _long(now_ms - ts)
+            if diff > before or _long(-diff) > after:
+                errors.append((index, f"Timestamp {ts} of message with offset {record.offset} is out of range. "
+                                      f"The timestamp should be within [{_long(now_ms - before)}, "
+                                      f"{_long(now_ms + after)}]"))
+    if errors:
+        raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
+                                    record_errors=errors)
+
+
+def _encode(codec: int, data: bytes) -> bytes:
+    from kafka import codec as kc
+    if codec == COMPRESSION_GZIP:
+        return kc.gzip_encode(data, compresslevel=GZIP_DEFAULT_LEVEL)
+    if codec == COMPRESSION_SNAPPY:
+        return kc.snappy_encode(data)       # xerial framing, as Kafka's snappy-java streams
+    if codec == COMPRESSION_LZ4:
+        return kc.lz4_encode(data)
+    if codec == COMPRESSION_ZSTD:
+        return kc.zstd_encode(data)
+    return data
+
+
+def _decoded_body(buf: memoryview, pos: int, h: BatchHeader) -> bytes:
+    from kafkalite.log.record_batch import _decompress   # the log's one decompressor
+    body = buf[pos + RECORD_BATCH_OVERHEAD:pos + h.size]
+    if h.compression_type == COMPRESSION_NONE:
+        return bytes(body)
+    return _decompress(h.compression_type, body)
+
+
+def recompress_batch(buf: memoryview, pos: int, h: BatchHeader, codec: int) -> bytes:
+    """The batch with its records' bytes re-encoded with `codec`; every other header field is
+    kept (offsets, timestamps, producer id/epoch/sequence, transactional flag), CRC recomputed."""
+    payload = _encode(codec, _decoded_body(buf, pos, h))
+    attributes = (h.attributes & ~COMPRESSION_CODEC_MASK) | codec
+    tail = bytearray(buf[pos + 21:pos + RECORD_BATCH_OVERHEAD])     # attributes .. recordsCount
+    _I16.pack_into(tail, 0, attributes)
+    crc = crc32c(payload, crc32c(bytes(tail)))
+    length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload)
+    return _PREFIX.pack(h.base_offset, length, h.partition_leader_epoch, h.magic) + _U32.pack(crc) + \
+        bytes(tail) + payload
+
+
+def apply_compression_type(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]], config: LogConfig,
+                           partition: str) -> tuple[memoryview, list[tuple[int, BatchHeader]], int] | None:
+    """Recompress the batches whose codec differs from compression.type (None: nothing to do).
+    Returns the new payload, its batches and valid byte count. The recompressed batches must still
+    fit max.message.bytes (MESSAGE_TOO_LARGE), as Kafka re-checks after recompression."""
+    target = CODECS.get(config.compression_type)
+    if target is None or all(h.compression_type == target for _pos, h in batches):
+        return None
+    out = bytearray()
+    for pos, h in batches:
+        out += recompress_batch(buf, pos, h, target) if h.compression_type != target else buf[pos:pos + h.size]
+    mv = memoryview(bytes(out))
+    new_batches, valid = split_batches(mv)
+    for _pos, h in new_batches:
+        if h.size > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"Message batch size is {h.size} bytes in append to partition {partition} which exceeds the "
+                f"maximum configured size of {config.max_message_bytes}.")
+    return mv, new_batches, valid

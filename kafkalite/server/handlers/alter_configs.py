@@ -1,0 +1,86 @@
+"""AlterConfigs (key 33), v0-2: replace a topic's whole set of config overrides (keys left out
+are deleted). Values are validated as at CreateTopics: an unknown key, a null or an invalid value
+is INVALID_CONFIG naming the key (Kafka's KRaft answer; a 3.x ZooKeeper broker said
+INVALID_REQUEST "Invalid config value for resource ..." for unparsable values). The new configs
+are stored in the metadata store and the live logs use them from their next operation.
+
+kafkalite has no dynamic broker configs: a BROKER resource with any config is refused as Kafka
+refuses a static one ("Cannot update these configs dynamically"); an empty set, which only
+clears dynamic configs, succeeds."""
+from __future__ import annotations
+
+from collections import Counter
+
+from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
+
+from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.handlers.describe_configs import (INVALID_REQUEST_DEFAULT_MESSAGE, RESOURCE_BROKER,
+                                                       RESOURCE_TOPIC, RESOURCE_TYPE_NAMES, parse_broker_id,
+                                                       resource_repr, resource_type_name)
+from kafkalite.server.request_context import RequestContext
+from kafkalite.server.services import BrokerServices
+
+API_KEY = 33
+MIN_VERSION, MAX_VERSION = 0, 2
+
+
+def static_broker_config_message(keys: list[str]) -> str:
+    """DynamicBrokerConfig's refusal (a Scala Set, insertion order)."""
+    return f"Cannot update these configs dynamically: Set({', '.join(dict.fromkeys(keys))})"
+
+
+def check_broker_resource(services: BrokerServices, name: str, what: str = "Broker id") -> None:
+    if name and parse_broker_id(name, what) != services.broker_id:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                            f"Unexpected broker id, expected {services.broker_id}, but received {name}")
+
+
+def make(services: BrokerServices) -> ApiSpec:
+    controller = services.controller
+
+    def alter(resource_type: int, name: str, configs: dict[str, str | None], validate_only: bool) -> None:
+        nulls = [k for k, v in configs.items() if v is None]
+        if nulls:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+        if resource_type == RESOURCE_TOPIC:
+            code, message = controller.alter_topic_configs(name, configs, validate_only)
+            if code != ErrorCode.NONE:
+                raise KafkaApiError(code, message)
+            return
+        if resource_type == RESOURCE_BROKER:
+            check_broker_resource(services, name)
+            if configs:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Invalid config value for resource {resource_repr(resource_type, name)}: "
+                                    + static_broker_config_message(list(configs)))
+            return
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, "
+                            f"but resource type is {resource_type_name(resource_type)}")
+
+    async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+        Resp = AlterConfigsResponse[ctx.api_version]
+        R = Resp.AlterConfigsResourceResponse
+        if any(r.resource_type not in RESOURCE_TYPE_NAMES for r in req.resources):
+            return Resp(throttle_time_ms=0, responses=[
+                R(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_DEFAULT_MESSAGE,
+                  resource_type=r.resource_type, resource_name=r.resource_name) for r in req.resources])
+        seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
+        out = []
+        for r in req.resources:
+            try:
+                if seen[(r.resource_type, r.resource_name)] > 1:
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+                names = [c.name for c in r.configs]
+                if len(set(names)) != len(names):
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                alter(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs},
+                      bool(req.validate_only))
+                out.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=r.resource_type,
+                             resource_name=r.resource_name))
+            except KafkaApiError as e:
+                out.append(R(error_code=e.code, error_message=e.message, resource_type=r.resource_type,
+                             resource_name=r.resource_name))
+        return Resp(throttle_time_ms=0, responses=out)
+
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

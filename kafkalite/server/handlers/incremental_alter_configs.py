@@ -1,0 +1,119 @@
+"""IncrementalAlterConfigs (key 44), v0-1: SET, DELETE, APPEND and SUBTRACT on a topic's config
+overrides, then the same validation and live effect as AlterConfigs.
+
+APPEND and SUBTRACT apply to LIST configs only (cleanup.policy, the throttled-replica lists);
+they start from the topic's override, or from the config's Kafka default when there is none
+(ConfigDef's default, not the broker's synonym, as in Kafka). The value is split at commas;
+APPEND adds the elements not yet present, SUBTRACT removes them.
+
+BROKER resources: deleting configs succeeds (there are no dynamic ones to delete); setting any
+is refused as Kafka refuses a static broker config."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Optional
+
+from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+
+from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS
+from kafkalite.config.topic_config import is_list_config, list_default
+from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+from kafkalite.server.handler import ApiSpec
+from kafkalite.server.handlers.alter_configs import check_broker_resource, static_broker_config_message
+from kafkalite.server.handlers.describe_configs import (INVALID_REQUEST_DEFAULT_MESSAGE, RESOURCE_BROKER,
+                                                       RESOURCE_TOPIC, RESOURCE_TYPE_NAMES, resource_type_name)
+from kafkalite.server.request_context import RequestContext
+from kafkalite.server.services import BrokerServices
+
+API_KEY = 44
+MIN_VERSION, MAX_VERSION = 0, 1
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+
+def _parts(value: Optional[str]) -> list[str]:
+    return [p for p in (value or "").split(",") if p]
+
+
+def apply_ops(current: dict[str, str], ops: list[tuple[str, int, Optional[str]]]) -> dict[str, str]:
+    """The topic's overrides after the operations (pure; raises KafkaApiError)."""
+    props = dict(current)
+    for key, op, value in ops:
+        if op == OP_SET:
+            assert value is not None
+            props[key] = value
+        elif op == OP_DELETE:
+            props.pop(key, None)
+        else:
+            if key not in TOPIC_CONFIG_ATTRS:
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+            if not is_list_config(key):
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
+                                    f"Can't {OP_NAMES[op]} to key {key} because its type is not LIST.")
+            old = _parts(props[key] if key in props else list_default(key))
+            given = (value or "").split(",")
+            if op == OP_APPEND:
+                new = old + [p for p in dict.fromkeys(given) if p and p not in old]
+            else:
+                new = [p for p in old if p not in given]
+            props[key] = ",".join(new)
+    return props
+
+
+def make(services: BrokerServices) -> ApiSpec:
+    controller = services.controller
+
+    def alter(resource_type: int, name: str, ops: list[tuple[str, int, Optional[str]]], validate_only: bool) -> None:
+        if resource_type == RESOURCE_TOPIC:
+            if not name:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+            record = controller.topic_record(name)
+            if record is None:
+                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            code, message = controller.alter_topic_configs(name, apply_ops(record.configs, ops), validate_only)
+            if code != ErrorCode.NONE:
+                raise KafkaApiError(code, message)
+            return
+        if resource_type == RESOURCE_BROKER:
+            check_broker_resource(services, name, what="Node id")
+            # Every broker config is static: whatever is SET stays refused; DELETEs leave nothing.
+            kept = [key for key, op, _v in ops if op != OP_DELETE]
+            if kept:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, static_broker_config_message(kept))
+            return
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, "
+                            f"but resource type is {resource_type_name(resource_type)}")
+
+    async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+        Resp = IncrementalAlterConfigsResponse[ctx.api_version]
+        R = Resp.AlterConfigsResourceResponse
+        if any(r.resource_type not in RESOURCE_TYPE_NAMES for r in req.resources):
+            return Resp(throttle_time_ms=0, responses=[
+                R(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_DEFAULT_MESSAGE,
+                  resource_type=r.resource_type, resource_name=r.resource_name) for r in req.resources])
+        seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
+        out = []
+        for r in req.resources:
+            try:
+                if seen[(r.resource_type, r.resource_name)] > 1:
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+                names = [c.name for c in r.configs]
+                if len(set(names)) != len(names):
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                unknown_ops = [c.config_operation for c in r.configs if c.config_operation not in OP_NAMES]
+                if unknown_ops:
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {unknown_ops[0]}")
+                nulls = [c.name for c in r.configs if c.config_operation != OP_DELETE and c.value is None]
+                if nulls:
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+                alter(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs],
+                      bool(req.validate_only))
+                out.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=r.resource_type,
+                             resource_name=r.resource_name))
+            except KafkaApiError as e:
+                out.append(R(error_code=e.code, error_message=e.message, resource_type=r.resource_type,
+                             resource_name=r.resource_name))
+        return Resp(throttle_time_ms=0, responses=out)
+
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
