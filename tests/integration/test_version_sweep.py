@@ -107,6 +107,10 @@ def test_create_topics_each_version(client: RawClient, v: int) -> None:
         assert r.num_partitions == 2 and r.replication_factor == 1
         configs = {c.name: c.value for c in r.configs}
         assert configs["cleanup.policy"] == "delete"
+        sources = {c.name: c.config_source for c in r.configs}
+        # as DescribeConfigs reports them: set in the packaged server.properties -> STATIC_BROKER_CONFIG (4),
+        # untouched -> DEFAULT_CONFIG (5)
+        assert sources["segment.bytes"] == 4 and sources["cleanup.policy"] == 5
     if v >= 7:
         assert r.topic_id == _topic_id(client, name) and r.topic_id.int != 0
     again = _create(client, name, 2, version=v)

@@ -6,7 +6,7 @@ from collections import Counter
 
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
-from kafkalite.config.topic_config import effective_topic_configs
+from kafkalite.config.broker_configs import BrokerConfigView
 from kafkalite.controller.local_controller import NewTopic, TopicResult
 from kafkalite.controller.metadata_store import TopicRecord
 from kafkalite.protocol.errors import ErrorCode
@@ -18,11 +18,11 @@ from kafkalite.server.handlers.metadata import ZERO_UUID
 API_KEY = 19
 MIN_VERSION, MAX_VERSION = 2, 7
 
-CONFIG_SOURCE_DYNAMIC_TOPIC = 1
-CONFIG_SOURCE_DEFAULT = 5
 
 
 def make(services: BrokerServices) -> ApiSpec:
+    config_view = BrokerConfigView(services.config)
+
     async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
         Resp = CreateTopicsResponse[ctx.api_version]
         R = Resp.CreatableTopicResult
@@ -51,10 +51,10 @@ def make(services: BrokerServices) -> ApiSpec:
                 continue
             rec: TopicRecord = r.record
             assert r.log_config is not None
+            # the same entries (value and source) DescribeConfigs would report for the new topic
             configs = [Resp.CreatableTopicResult.CreatableTopicConfigs(
-                name=k, value=v, read_only=False,
-                config_source=CONFIG_SOURCE_DYNAMIC_TOPIC if k in rec.configs else CONFIG_SOURCE_DEFAULT,
-                is_sensitive=False) for k, v in sorted(effective_topic_configs(r.log_config).items())]
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                is_sensitive=e.is_sensitive) for e in config_view.topic_entries(r.log_config, rec.configs)]
             out.append(R(name=name, topic_id=rec.topic_id, error_code=ErrorCode.NONE, error_message=None,
                          num_partitions=rec.num_partitions,
                          replication_factor=len(next(iter(rec.assignment.values()))),
