@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Optional
 import pytest
 import kafka.errors as Errors
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
 
 from tests.harness import BrokerProcess
 from tests.integration.util import split_host_port, wait_until
@@ -107,6 +108,36 @@ def produce(bs: str, topic: str, values: list[bytes], partition: int = 0,
 def committed(admin: KafkaAdminClient, group: str) -> dict[tuple[str, int], int]:
     got = admin.list_group_offsets({group: None}).get(group, {})
     return {(tp.topic, tp.partition): oam.offset for tp, oam in got.items()}
+
+
+class BackgroundConsumer:
+    """`kafkalite console-consumer` running until SIGTERM, its printed lines collected."""
+
+    def __init__(self, bs: str, topic: str, *args: str) -> None:
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkalite", "console-consumer", "--bootstrap-server", bs, "--topic", topic,
+             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def stop(self) -> tuple[int, str]:
+        """SIGTERM; the exit code and stderr once it exited (the rest of stdout is in `lines`)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(5)
+        assert self.proc.stderr is not None
+        return self.proc.returncode, self.proc.stderr.read()
 
 
 # ============================================================================================
@@ -310,7 +341,8 @@ def test_console_consumer_formats_and_limits(bs: str) -> None:
     r = run_tool(bs, "console-consumer", "--topic", t, "--timeout-ms", "700")
     assert r == Run(0, "", "Processed a total of 0 messages\n")
     assert time.monotonic() - started < 15
-    r = run_tool(bs, "console-consumer", "--topic", t, "--partition", "0", "--offset", "2", "--timeout-ms", "700")
+    r = run_tool(bs, "console-consumer", "--topic", t, "--partition", "0", "--offset", "2", "--max-messages", "1",
+                 "--timeout-ms", "15000")
     assert r == Run(0, "v4\n", "Processed a total of 1 messages\n")
 
     assert run_tool(bs, "console-consumer", "--topic", t, "--partition", "7", "--timeout-ms", "500") == \
@@ -321,18 +353,12 @@ def test_console_consumer_stops_on_sigterm(bs: str) -> None:
     t = unique("tools-sigterm")
     assert run_tool(bs, "topics", "--create", "--topic", t).rc == 0
     produce(bs, t, [b"a", b"b"])
-    proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "console-consumer", "--bootstrap-server", bs,
-                             "--topic", t, "--from-beginning"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    consumer = BackgroundConsumer(bs, t, "--from-beginning")
     try:
-        assert proc.stdout is not None
-        assert [proc.stdout.readline(), proc.stdout.readline()] == ["a\n", "b\n"]
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=20)
+        wait_until(lambda: consumer.lines == ["a", "b"], timeout=20, what="both records printed")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert (proc.returncode, out, err) == (0, "", "Processed a total of 2 messages\n")
+        rc, err = consumer.stop()
+    assert (rc, consumer.lines, err) == (0, ["a", "b"], "Processed a total of 2 messages\n")
 
 
 def test_console_consumer_group_commits_exactly_what_it_printed(bs: str, admin: KafkaAdminClient) -> None:
@@ -349,7 +375,8 @@ def test_console_consumer_group_commits_exactly_what_it_printed(bs: str, admin: 
     assert all(f"p{p}-{i}" in printed for p in (0, 1) for i in range(per_partition[p]))
     assert committed(admin, g) == {(t, p): n for p, n in per_partition.items() if n}
     # the group resumes where it stopped (--from-beginning applies only without a committed offset)
-    rest = run_tool(bs, "console-consumer", "--topic", t, "--group", g, "--from-beginning", "--timeout-ms", "1500")
+    rest = run_tool(bs, "console-consumer", "--topic", t, "--group", g, "--from-beginning", "--max-messages", "2",
+                    "--timeout-ms", "15000")
     assert (rest.rc, rest.err) == (0, "Processed a total of 2 messages\n")
     assert sorted(printed + rest.out.splitlines()) == sorted(f"p{p}-{i}" for p in (0, 1) for i in range(3))
     assert committed(admin, g) == {(t, 0): 3, (t, 1): 3}
@@ -359,39 +386,14 @@ def test_console_consumer_group_commits_exactly_what_it_printed(bs: str, admin: 
 # groups
 # ============================================================================================
 
-class BackgroundConsumer:
-    """`kafkalite console-consumer --group G` running until SIGTERM, its printed lines collected."""
-
-    def __init__(self, bs: str, topic: str, group: str) -> None:
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkalite", "console-consumer", "--bootstrap-server", bs, "--topic", topic,
-             "--group", group, "--from-beginning", "--consumer-property", "session.timeout.ms=6000",
-             "--consumer-property", "heartbeat.interval.ms=500", "--consumer-property", "auto.commit.interval.ms=100"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def stop(self) -> tuple[int, str]:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.proc.communicate(timeout=20)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-        return self.proc.returncode, err
-
-
 def test_groups_list_describe_and_what_an_active_group_refuses(bs: str, admin: KafkaAdminClient) -> None:
     t, g = unique("tools-describe"), unique("tools-active")
     assert run_tool(bs, "topics", "--create", "--topic", t, "--partitions", "2").rc == 0
     produce(bs, t, [b"a", b"b", b"c"], partition=0)
     produce(bs, t, [b"d"], partition=1)
-    member = BackgroundConsumer(bs, t, g)
+    member = BackgroundConsumer(bs, t, "--group", g, "--from-beginning", "--consumer-property", "session.timeout.ms=6000",
+                                "--consumer-property", "heartbeat.interval.ms=500",
+                                "--consumer-property", "auto.commit.interval.ms=100")
     try:
         wait_until(lambda: len(member.lines) == 4, timeout=20, what="the member to print all four records")
         wait_until(lambda: committed(admin, g) == {(t, 0): 3, (t, 1): 1}, timeout=20,
@@ -516,6 +518,186 @@ def test_groups_reset_offsets(bs: str, admin: KafkaAdminClient) -> None:
     r = run_tool(bs, "groups", "--delete-offsets", "--group", g, "--topic", f"{t}:1")
     assert (r.rc, r.err, table(r.out)) == (0, "", [["TOPIC", "PARTITION", "STATUS"], [t, "1", "Successful"]])
     assert committed(admin, g) == {(t, 0): 2, (other, 0): 1}
+
+
+# ============================================================================================
+# topics --describe / --alter, configs, records (DescribeConfigs, IncrementalAlterConfigs,
+# CreatePartitions, DeleteRecords, DescribeCluster)
+# ============================================================================================
+
+def topic_configs(admin: KafkaAdminClient, topic: str) -> dict[str, tuple[str, str]]:
+    """{name: (value, source)} of every config of the topic, read with kafka-python."""
+    got = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    return {k: (v["value"], v["config_source"]) for k, v in got["topic"][topic].items()}
+
+
+def test_topics_describe_and_alter(bs: str, admin: KafkaAdminClient) -> None:
+    t = unique("tools-describe-topic")
+    assert run_tool(bs, "topics", "--create", "--topic", t, "--partitions", "2",
+                    "--config", "retention.ms=600000", "--config", "max.message.bytes=2000").rc == 0
+    (md,) = admin.describe_topics([t])
+    tid = kafka_uuid_string(md["topic_id"])
+    # segment.bytes: log.segment.bytes is set in the packaged server.properties (a static broker
+    # config, so not Kafka's default: kafka-topics.sh lists it too)
+    head = (f"Topic: {t}\tTopicId: {tid}\tPartitionCount: 2\tReplicationFactor: 1\t"
+            "Configs: max.message.bytes=2000,retention.ms=600000,segment.bytes=1073741824\n")
+    parts = "".join(f"\tTopic: {t}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0\n" for p in range(2))
+    assert run_tool(bs, "topics", "--describe", "--topic", t) == Run(0, head + parts, "")
+
+    assert run_tool(bs, "topics", "--alter", "--topic", t, "--partitions", "4") == \
+        Run(0, f"Increased the partition count of topic {t} from 2 to 4.\n", "")
+    (md,) = admin.describe_topics([t])
+    assert sorted(p["partition_index"] for p in md["partitions"]) == [0, 1, 2, 3]
+    assert run_tool(bs, "topics", "--alter", "--topic", t, "--partitions", "3") == \
+        Run(1, "", "kafkalite topics: topic currently has 4 partitions, which is higher than the requested 3\n")
+
+    assert run_tool(bs, "topics", "--alter", "--topic", t, "--config", "retention.ms=1000",
+                    "--delete-config", "max.message.bytes") == \
+        Run(0, f"Completed updating config for topic {t}.\n", "")
+    configs = topic_configs(admin, t)
+    assert configs["retention.ms"] == ("1000", "DYNAMIC_TOPIC_CONFIG")
+    assert configs["max.message.bytes"] == ("1048588", "DEFAULT_CONFIG")
+    assert run_tool(bs, "topics", "--alter", "--topic", t, "--config", "retention.ms=soon") == \
+        Run(1, "", "kafkalite topics: invalid value soon for configuration retention.ms: Not a number of type LONG\n")
+
+    everything = run_tool(bs, "topics", "--describe", "--exclude-internal")
+    assert (everything.rc, everything.err) == (0, "")
+    lines = everything.out.splitlines()
+    assert f"Topic: {t}\tTopicId: {tid}\tPartitionCount: 4\tReplicationFactor: 1\t" \
+           "Configs: retention.ms=1000,segment.bytes=1073741824" in lines
+    assert [line for line in lines if line.startswith(f"\tTopic: {t}\t")] == \
+        [f"\tTopic: {t}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(4)]
+    summaries = [line.split("\t")[0] for line in lines if not line.startswith("\t")]
+    assert summaries == sorted(summaries) and "Topic: __consumer_offsets" not in summaries
+    assert run_tool(bs, "topics", "--alter", "--topic", unique("missing"), "--partitions", "2", "--if-exists") == \
+        Run(0, "", "")
+
+
+def test_configs_topics(bs: str, admin: KafkaAdminClient) -> None:
+    t = unique("tools-configs")
+    assert run_tool(bs, "topics", "--create", "--topic", t, "--config", "retention.ms=600000").rc == 0
+    assert run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", t, "--describe") == \
+        Run(0, f"Dynamic configs for topic {t} are:\n"
+               "  retention.ms=600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=600000}\n", "")
+    assert run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", t, "--alter",
+                    "--add-config", "cleanup.policy=[compact,delete],segment.ms=3600000",
+                    "--add-config", "min.insync.replicas=1", "--delete-config", "retention.ms") == \
+        Run(0, f"Completed updating config for topic {t}.\n", "")
+    configs = topic_configs(admin, t)
+    assert {k: configs[k] for k in ("cleanup.policy", "segment.ms", "min.insync.replicas", "retention.ms")} == {
+        "cleanup.policy": ("compact,delete", "DYNAMIC_TOPIC_CONFIG"),
+        "segment.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG"),
+        "min.insync.replicas": ("1", "DYNAMIC_TOPIC_CONFIG"),
+        "retention.ms": ("604800000", "DEFAULT_CONFIG"),
+    }
+    described = run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", t, "--describe")
+    assert (described.rc, described.err) == (0, "")
+    lines = described.out.splitlines()
+    assert [line.split("=", 1)[0] for line in lines[1:]] == ["  cleanup.policy", "  min.insync.replicas", "  segment.ms"]
+    assert lines[1].startswith("  cleanup.policy=compact,delete sensitive=false synonyms={"
+                               "DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete")
+
+    everything = run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", t, "--describe", "--all")
+    lines = everything.out.splitlines()
+    assert lines[0] == f"All configs for topic {t} are:"
+    assert [line.split("=", 1)[0].strip() for line in lines[1:]] == sorted(configs)
+    assert "  segment.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=3600000" in \
+        "\n".join(lines)
+
+    all_topics = run_tool(bs, "configs", "--entity-type", "topics", "--describe")
+    headings = [line for line in all_topics.out.splitlines() if not line.startswith("  ")]
+    assert f"Dynamic configs for topic {t} are:" in headings and headings == sorted(headings)
+
+    missing = unique("missing")
+    assert run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", missing, "--describe") == \
+        Run(1, "", f"kafkalite configs: topic '{missing}' does not exist\n")
+    assert run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", missing, "--alter",
+                    "--add-config", "retention.ms=1") == \
+        Run(1, "", f"kafkalite configs: topic '{missing}' does not exist\n")
+    assert run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", t, "--alter",
+                    "--add-config", "no.such.config=1") == \
+        Run(1, "", "kafkalite configs: unknown topic config name: no.such.config\n")
+    assert run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", t, "--alter",
+                    "--add-config", "segment.bytes=13") == \
+        Run(1, "", "kafkalite configs: invalid value 13 for configuration segment.bytes: Value must be at least 14\n")
+    assert topic_configs(admin, t)["segment.bytes"] == ("1073741824", "STATIC_BROKER_CONFIG")
+
+
+def test_configs_brokers(bs: str, admin: KafkaAdminClient) -> None:
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-name", "0", "--describe") == \
+        Run(0, "Dynamic configs for broker 0 are:\n", "")
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--describe") == \
+        Run(0, "Dynamic configs for broker 0 are:\n", "")
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-default", "--describe") == \
+        Run(0, "Default configs for brokers in the cluster are:\n", "")
+
+    everything = run_tool(bs, "configs", "--entity-type", "brokers", "--entity-name", "0", "--describe", "--all")
+    assert (everything.rc, everything.err) == (0, "")
+    lines = everything.out.splitlines()
+    assert lines[0] == "All configs for broker 0 are:"
+    expected = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all")["broker"]["0"]
+    assert [line.split("=", 1)[0].strip() for line in lines[1:]] == sorted(expected)
+    assert "  num.partitions=1 sensitive=false synonyms={STATIC_BROKER_CONFIG:num.partitions=1, " \
+           "DEFAULT_CONFIG:num.partitions=1}" in lines
+
+    for who in (["--entity-name", "0"], ["--entity-default"]):
+        assert run_tool(bs, "configs", "--entity-type", "brokers", *who, "--alter",
+                        "--add-config", "log.retention.ms=1000") == \
+            Run(1, "", "kafkalite configs: cannot update these configs dynamically: Set(log.retention.ms)\n")
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-name", "7", "--describe") == \
+        Run(1, "", "kafkalite configs: broker 7 does not exist\n")
+
+
+def test_records_delete(bs: str, admin: KafkaAdminClient, tmp_path) -> None:
+    t = unique("tools-records")
+    assert run_tool(bs, "topics", "--create", "--topic", t, "--partitions", "2").rc == 0
+    produce(bs, t, [b"a", b"b", b"c", b"d", b"e"], partition=0)
+    produce(bs, t, [b"x", b"y", b"z"], partition=1)
+    spec = tmp_path / "offsets.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": t, "partition": 1, "offset": -1},
+                                               {"topic": t, "partition": 0, "offset": 3}], "version": 1}))
+    assert run_tool(bs, "records", "--delete", "--offset-json-file", str(spec)) == \
+        Run(0, "Executing records delete operation\nRecords delete operation completed:\n"
+               f"partition: {t}-0\tlow_watermark: 3\npartition: {t}-1\tlow_watermark: 3\n", "")
+    earliest = admin.list_partition_offsets({TopicPartition(t, p): OffsetSpec.EARLIEST for p in (0, 1)})
+    assert {tp.partition: r.offset for tp, r in earliest.items()} == {0: 3, 1: 3}
+    assert run_tool(bs, "console-consumer", "--topic", t, "--partition", "0", "--offset", "earliest",
+                    "--max-messages", "2") == Run(0, "d\ne\n", "Processed a total of 2 messages\n")
+
+    spec.write_text(json.dumps({"partitions": [{"topic": t, "partition": 0, "offset": 6}]}))
+    assert run_tool(bs, "records", "--delete", "--offset-json-file", str(spec)) == \
+        Run(1, "Executing records delete operation\n",
+            f"kafkalite records: cannot delete records of {t}-0: the requested offset is outside the range of "
+            "offsets maintained by the server for the given topic/partition (OFFSET_OUT_OF_RANGE)\n")
+    compacted = unique("tools-records-compacted")
+    assert run_tool(bs, "topics", "--create", "--topic", compacted, "--config", "cleanup.policy=compact").rc == 0
+    spec.write_text(json.dumps({"partitions": [{"topic": compacted, "partition": 0, "offset": 0}]}))
+    r = run_tool(bs, "records", "--delete", "--offset-json-file", str(spec))
+    assert (r.rc, r.out) == (1, "Executing records delete operation\n")
+    assert r.err.startswith(f"kafkalite records: cannot delete records of {compacted}-0: ") and \
+        r.err.endswith(" (POLICY_VIOLATION)\n") and r.err.count("\n") == 1
+
+    missing = unique("missing")
+    for doc, message in [
+        ({"partitions": [{"topic": missing, "partition": 0, "offset": 1}]}, f"topic '{missing}' does not exist"),
+        ({"partitions": [{"topic": t, "partition": 5, "offset": 1}]}, f"partition 5 of topic '{t}' does not exist"),
+        ({"partitions": [{"topic": t, "partition": 0, "offset": 1}, {"topic": t, "partition": 0, "offset": 2}]},
+         f"invalid offset JSON file {spec}: duplicate partitions: {t}-0"),
+        ({"partitions": [{"topic": t, "partition": 0}]},
+         f"invalid offset JSON file {spec}: entry {{\"topic\": \"{t}\", \"partition\": 0}} has no valid offset "
+         "(>= 0, or -1 for the high watermark)"),
+        ({"version": 1}, f"invalid offset JSON file {spec}: expected an object with a \"partitions\" list"),
+        ({"partitions": [], "version": 2}, f"invalid offset JSON file {spec}: unsupported version 2"),
+    ]:
+        spec.write_text(json.dumps(doc))
+        assert run_tool(bs, "records", "--delete", "--offset-json-file", str(spec)) == \
+            Run(1, "", f"kafkalite records: {message}\n"), doc
+    spec.write_text("{not json")
+    assert run_tool(bs, "records", "--delete", "--offset-json-file", str(spec)) == \
+        Run(1, "", f"kafkalite records: invalid offset JSON file {spec}: not JSON: "
+                   "Expecting property name enclosed in double quotes at line 1 column 2\n")
+    assert run_tool(bs, "records", "--delete", "--offset-json-file", str(tmp_path / "nope.json")) == \
+        Run(1, "", f"kafkalite records: cannot read {tmp_path / 'nope.json'}: No such file or directory\n")
 
 
 def test_tools_do_not_load_the_client_library_when_the_parser_is_built() -> None:
