@@ -6,6 +6,7 @@ Built from the broker defaults (``KafkaConfig.log_config()``) merged with per-to
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 TimestampType = Literal["CreateTime", "LogAppendTime"]
@@ -65,6 +66,18 @@ class LogConfig:
         if self.message_timestamp_after_max_ms != 2**63 - 1:
             return self.message_timestamp_after_max_ms
         return self.message_timestamp_difference_max_ms
+
+    @cached_property
+    def compact(self) -> bool:
+        return "compact" in {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @cached_property
+    def max_segment_ms(self) -> int:
+        """Kafka's LogConfig.maxSegmentMs: a compacted log also rolls by max.compaction.lag.ms,
+        so records in the active segment (never cleaned) become cleanable in time."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     def with_overrides(self, **changes: object) -> "LogConfig":
         return replace(self, **changes)  # type: ignore[arg-type]

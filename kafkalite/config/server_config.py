@@ -320,6 +320,9 @@ class KafkaConfig(BaseModel):
     log_cleaner_min_compaction_lag_ms: Long = Field(0, alias="log.cleaner.min.compaction.lag.ms", ge=0)
     log_cleaner_max_compaction_lag_ms: Long = Field(LONG_MAX, alias="log.cleaner.max.compaction.lag.ms", ge=1)
     log_cleaner_min_cleanable_ratio: Double = Field(0.5, alias="log.cleaner.min.cleanable.ratio", ge=0, le=1)
+    log_cleaner_dedupe_buffer_size: Long = Field(128 * 1024 * 1024, alias="log.cleaner.dedupe.buffer.size", ge=0)
+    log_cleaner_io_buffer_size: Int = Field(512 * 1024, alias="log.cleaner.io.buffer.size", ge=0)
+    log_cleaner_io_buffer_load_factor: Double = Field(0.9, alias="log.cleaner.io.buffer.load.factor", gt=0, le=1)
 
     # ---- replication and controller
     default_replication_factor: Int = Field(1, alias="default.replication.factor", ge=1)

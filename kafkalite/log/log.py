@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
@@ -131,6 +131,9 @@ class Log:
         self._next_offset = log_end_offset
         self._last_flush_ms = now_ms
         self._closed = False
+        # Bumped by every truncation: a cleaning round that began before one must not swap
+        # its segments in (a truncated segment can roll again and look unchanged).
+        self._truncations = 0
         self.producer_state = ProducerStateManager()
         try:
             self.topic, self.partition = parse_topic_partition(dir.name)
@@ -232,6 +235,14 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
+
+    @property
+    def truncations(self) -> int:
+        return self._truncations
+
+    @property
+    def is_compacted(self) -> bool:
+        return self._is_compacted
 
     @property
     def last_flush_ms(self) -> int:
@@ -560,6 +571,7 @@ class Log:
         if self._segments[0].base_offset > target_offset:
             self.truncate_fully_and_start_at(target_offset, now_ms=now)
             return True
+        self._truncations += 1
         keep = [s for s in self._segments if s.base_offset <= target_offset]
         for s in self._segments[len(keep):]:
             s.delete()
@@ -576,6 +588,7 @@ class Log:
         """Delete every segment and start empty at ``new_offset``."""
         self._check_open()
         now = _wall_ms() if now_ms is None else now_ms
+        self._truncations += 1
         for s in self._segments:
             s.delete()
         self._segments = [_new_segment(self.dir, new_offset, self._config, now)]
@@ -584,6 +597,68 @@ class Log:
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
         self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    # -- compaction --------------------------------------------------------------------------
+    def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment], *,
+                         expected_truncations: int | None = None,
+                         on_phase: Callable[[str], None] | None = None,
+                         delete_old: bool = True) -> bool:
+        """Swap a cleaned segment (files ``<base>.*.cleaned``, flushed) in for ``old_segments``
+        (Kafka's LocalLog.replaceSegments), so that a crash at any point leaves either the old
+        segments or the new one, never a mix:
+
+        1. ``.cleaned`` → ``.swap``, the ``.log`` last. From here on a restart completes the
+           swap (``Log.open`` drops the segments in the swap's offset range, renames it);
+           before it, a restart discards the ``.cleaned`` files.
+        2. The segment list changes.
+        3. The old segments' files → ``.deleted`` (a restart just removes those).
+        4. ``.swap`` → final names; 5. the old segments are deleted — or, with
+           ``delete_old=False``, left readable under their ``.deleted`` names for the caller to
+           delete later (Kafka's file.delete.delay.ms), so a reader in another thread that
+           still holds one finishes its read.
+
+        ``on_phase`` is called at each boundary ("cleaned", "swap", "deleted", "final") — the
+        crash tests stop there. Returns False, changing nothing, when ``old_segments`` are no
+        longer a run of this log's non-active segments (retention got there first), the log is
+        closed, or it was truncated since ``expected_truncations`` was read; the caller then
+        deletes the cleaned files.
+        """
+        if not old_segments or new_segment.base_offset != old_segments[0].base_offset:
+            raise ValueError("a cleaned segment replaces a run of segments starting at its base")
+        if self._closed or (expected_truncations is not None
+                            and expected_truncations != self._truncations):
+            return False
+        segs = self._segments
+        first = next((k for k, seg in enumerate(segs) if seg is old_segments[0]), None)
+        if first is None:
+            return False
+        end = first + len(old_segments)
+        if end >= len(segs):        # never the active segment
+            return False
+        if any(segs[first + k] is not old for k, old in enumerate(old_segments)):
+            return False
+        phase = on_phase or (lambda _p: None)
+        phase("cleaned")
+        new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.dir)
+        phase("swap")
+        # New list objects, bases first: a reader in another thread takes ``_segments`` and
+        # then ``_bases``, so it never pairs the new (shorter) list with the old bases; the
+        # old list with the new bases only makes it start at an earlier segment.
+        new_segs = segs[:first] + [new_segment] + segs[end:]
+        self._bases = [seg.base_offset for seg in new_segs]
+        self._segments = new_segs
+        for old in old_segments:
+            old.change_file_suffixes("", DELETED_SUFFIX)
+        fsync_dir(self.dir)
+        phase("deleted")
+        new_segment.change_file_suffixes(SWAP_SUFFIX, "")
+        fsync_dir(self.dir)
+        phase("final")
+        if delete_old:
+            for old in old_segments:
+                old.delete()
+        return True
 
     # -- log start offset and retention ------------------------------------------------------
     def maybe_increment_log_start_offset(self, new_log_start_offset: int,
@@ -736,6 +811,7 @@ def _complete_swaps(dir: Path, swaps: list[Path], config: LogConfig, now_ms: int
     if not swaps:
         return
     lo, hi = None, None
+    bases: set[int] = set()
     for f in swaps:
         base = _base_offset_of(f.name)
         assert base is not None
@@ -747,6 +823,7 @@ def _complete_swaps(dir: Path, swaps: list[Path], config: LogConfig, now_ms: int
             seg.offset_index.delete()
             seg.time_index.delete()
             seg.file.close()
+        bases.add(base)
         lo = base if lo is None else min(lo, base)
         hi = nxt if hi is None else max(hi, nxt)
     for f in dir.iterdir():
@@ -754,7 +831,10 @@ def _complete_swaps(dir: Path, swaps: list[Path], config: LogConfig, now_ms: int
         base = _base_offset_of(name)
         if base is None or name.endswith(SWAP_SUFFIX) or not f.is_file():
             continue
-        if lo is not None and hi is not None and lo <= base < hi and (
+        # The files a swap replaces: those in its offset range, and those at its own base
+        # even when the swap holds no batch at all (its range is then empty).
+        in_range = base in bases or (lo is not None and hi is not None and lo <= base < hi)
+        if in_range and (
                 name.endswith(LOG_SUFFIX) or name.endswith(INDEX_SUFFIX)
                 or name.endswith(TIME_INDEX_SUFFIX) or name.endswith(TXN_INDEX_SUFFIX)):
             f.unlink(missing_ok=True)

@@ -134,6 +134,7 @@ class LogSegment:
                  suffix: str = "") -> None:
         self.dir = dir
         self.base_offset = base_offset
+        self.suffix = suffix            # "" for a live segment; .cleaned/.swap/.deleted while swapping
         self.log_path = log_file(dir, base_offset, suffix)
         self.file = SegmentFile(self.log_path)
         try:
@@ -271,7 +272,7 @@ class LogSegment:
     def should_roll(self, config: LogConfig, messages_size: int, max_timestamp_in_messages: int,
                     max_offset_in_messages: int, now_ms: int) -> bool:
         reached_roll_ms = (self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
-                           > config.segment_ms - self.roll_jitter_ms)
+                           > config.max_segment_ms - self.roll_jitter_ms)
         size = self._size
         return (size > config.segment_bytes - messages_size
                 or (size > 0 and reached_roll_ms)
@@ -578,12 +579,33 @@ class LogSegment:
         self.offset_index.close_handler()
         self.time_index.close_handler()
 
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the segment's files from ``old_suffix`` to ``new_suffix`` (Kafka's
+        changeFileSuffixes), the ``.log`` last: during a swap the ``.log`` rename is the step
+        that counts at recovery, so it must not happen before the indexes are in place."""
+        if self.suffix != old_suffix:
+            raise ValueError(f"segment {self.base_offset} has suffix {self.suffix!r}, "
+                             f"not {old_suffix!r}")
+        self.offset_index.rename_to(offset_index_file(self.dir, self.base_offset, new_suffix))
+        self.time_index.rename_to(time_index_file(self.dir, self.base_offset, new_suffix))
+        txn = txn_index_file(self.dir, self.base_offset, old_suffix)
+        if txn.exists():
+            os.replace(txn, txn_index_file(self.dir, self.base_offset, new_suffix))
+        new_log = log_file(self.dir, self.base_offset, new_suffix)
+        try:
+            os.replace(self.log_path, new_log)
+        except OSError as e:
+            raise KafkaStorageError(f"I/O error renaming {self.log_path}: {e}") from e
+        self.log_path = new_log
+        self.file.path = new_log
+        self.suffix = new_suffix
+
     def delete(self) -> None:
         """Remove the files: the ``.log`` first, so an interruption leaves only orphan indexes
         (removed at the next load) rather than a log without indexes being trusted."""
         self.close_handlers()
         for path in (self.log_path, self.offset_index.path, self.time_index.path,
-                     txn_index_file(self.dir, self.base_offset)):
+                     txn_index_file(self.dir, self.base_offset, self.suffix)):
             try:
                 path.unlink()
             except FileNotFoundError:

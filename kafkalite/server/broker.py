@@ -17,8 +17,10 @@ from kafkalite.controller.metadata_store import LocalMetadataStore
 from kafkalite.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, OffsetConfig
 from kafkalite.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkalite.log.cleaner_manager import CleanerConfig, LogCleaner
 from kafkalite.log.log_manager import LogManager
 from kafkalite.network.socket_server import Endpoint, SocketServer
+from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_manager import ReplicaManager
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.handler import ApiSpec
@@ -49,6 +51,7 @@ class KafkaServer:
         self.group_coordinator: Optional[GroupCoordinator] = None
         self.scheduler = Scheduler()
         self.bound: list[Endpoint] = []
+        self.log_cleaner: Optional[LogCleaner] = None
         self._shutdown_done = False
 
     def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
@@ -143,6 +146,7 @@ class KafkaServer:
         ]
         apis = KafkaApis(specs)
         self._schedule_maintenance()
+        self._start_log_cleaner()
         await self.socket_server.start_serving()
         return self.bound
 
@@ -173,6 +177,29 @@ class KafkaServer:
         if flush_ms < 2**62:
             self.scheduler.schedule("kafka-log-flusher", flush, flush_ms)
 
+    def _start_log_cleaner(self) -> None:
+        """Compaction (Kafka starts its LogCleaner with the LogManager when enabled)."""
+        cfg = self.config
+        rm = self.replica_manager
+        assert rm is not None and self.log_manager is not None
+        if not cfg.log_cleaner_enable or cfg.log_cleaner_threads < 1:
+            return
+
+        def last_stable_offset(topic: str, partition: int) -> Optional[int]:
+            p = rm.get_partition(TopicPartition(topic, partition))
+            return None if p is None else p.last_stable_offset
+
+        self.log_cleaner = LogCleaner(
+            self.log_manager,
+            CleanerConfig(num_threads=cfg.log_cleaner_threads,
+                          dedupe_buffer_size=cfg.log_cleaner_dedupe_buffer_size,
+                          dedupe_buffer_load_factor=cfg.log_cleaner_io_buffer_load_factor,
+                          io_buffer_size=cfg.log_cleaner_io_buffer_size,
+                          max_message_size=cfg.message_max_bytes,
+                          backoff_ms=cfg.log_cleaner_backoff_ms),
+            upper_bound=last_stable_offset)
+        self.log_cleaner.startup()
+
     async def shutdown(self) -> None:
         if self._shutdown_done:
             return
@@ -191,6 +218,8 @@ class KafkaServer:
         await self.scheduler.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+        if self.log_cleaner is not None:
+            await self.log_cleaner.shutdown()   # before the logs close under it
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
         if self.store is not None:
