@@ -18,7 +18,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-BASE_TS = 1_700_000_000_000
+# Record timestamps an hour back: within the broker's retention.ms (7 days), or the retention
+# check would delete the records as Kafka does.
+BASE_TS = (int(time.time()) - 3600) * 1000
 KAFKA_SCHEMA = ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
                 "timestamp:timestamp,timestampType:int>")
 
@@ -353,7 +355,7 @@ def test_example_pipeline_windowed_totals(spark: Any, broker: Any, tmp_path: Pat
     src, dst = unique("events"), unique("totals")
     spark_feed_events.ensure_topic(bs, src)
     spark_feed_events.ensure_topic(bs, dst)
-    start = 1_767_225_600_000  # a window boundary
+    start = (int(time.time()) - 3600) // 10 * 10_000  # a window boundary an hour ago
     events = list(spark_feed_events.make_events(300, users=3, seed=7, start_ms=start, step_ms=100))
     # a last event two minutes later moves the watermark past every window of the others
     late = {"user": "user-0", "amount": 1.0, "event_time_ms": start + 120_000}
