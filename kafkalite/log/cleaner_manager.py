@@ -473,7 +473,8 @@ class LogCleaner:
         # At most the configured memory; less when the dirty section cannot hold that many
         # keys (one per offset at most), so small logs do not allocate the whole buffer.
         load = self.config.dedupe_buffer_load_factor
-        needed = math.ceil((ltc.first_uncleanable_offset - ltc.first_dirty_offset + 1) / load) + 2
+        # + 1024: the slot count is rounded down to a prime, and prime gaps stay far below that
+        needed = math.ceil((ltc.first_uncleanable_offset - ltc.first_dirty_offset + 1) / load) + 1024
         return SkimpyOffsetMap(min(self.config.map_memory, needed * BYTES_PER_ENTRY))
 
     async def _clean_log(self, ltc: LogToClean, now: int) -> CleanResult:

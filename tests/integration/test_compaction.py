@@ -118,7 +118,9 @@ def test_100k_updates_over_1k_keys(tmp_path: Path) -> None:
 
     # 1. produce with the cleaner off, to see the log as written
     with BrokerProcess(log_dir=log_dir, overrides={"log.cleaner.enable": "false"}) as b:
-        create_topic(b.bootstrap_servers, topic, 1, topic_configs(128 * 1024, delete_retention_ms=8000))
+        # delete.retention.ms: long enough for the three reads below to see the tombstones
+        # even on a loaded machine, short enough to wait for them to go
+        create_topic(b.bootstrap_servers, topic, 1, topic_configs(128 * 1024, delete_retention_ms=15_000))
         p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 20,
                       "batch.num.messages": 5000, "batch.size": 64 * 1024,
                       "compression.type": "lz4", "queue.buffering.max.messages": 200_000})
@@ -151,6 +153,7 @@ def test_100k_updates_over_1k_keys(tmp_path: Path) -> None:
     with BrokerProcess(log_dir=log_dir, overrides=CLEANER) as b:
         wait_until(lambda: (cleaner_checkpoint(log_dir, topic) or 0) >= 100_100, 40,
                    what="the cleaner checkpoint past the last update")
+        cleaned_at = time.monotonic()
         after = segment_bytes_on_disk(log_dir / f"{topic}-0")
         got = consume_confluent(b.bootstrap_servers, topic)
         # each key exactly once with its latest value (tombstones still there), at its offset
@@ -159,6 +162,7 @@ def test_100k_updates_over_1k_keys(tmp_path: Path) -> None:
         assert fetch_everything(b.bootstrap_servers, topic, empty_batches=empty) == expected
         assert empty        # the clients read across empty batches, not only gaps
         assert consume_kafka_python(b.bootstrap_servers, topic, 101_600) == expected
+        assert time.monotonic() - cleaned_at < 15, "too slow to tell the tombstones' window"
         assert after < before / 3, (before, after)
         # 3. delete.retention.ms later the tombstones go, with no new writes
         without_tombstones = [r for r in expected if r[1] not in deleted]

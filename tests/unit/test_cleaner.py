@@ -412,6 +412,23 @@ def test_dirtiest_log_first_and_only_compacted_logs(tmp_path):
     lm.shutdown()
 
 
+def test_a_dirty_section_of_distinct_keys_fits_one_round(tmp_path):
+    # the map is sized for the dirty section's offset range (no more than the configured
+    # buffer): every key of it fits, despite the slot count being rounded down to a prime
+    config = cfg(segment_bytes=1 << 20)
+    lm = new_manager(tmp_path, config)
+    lg = lm.get_or_create_log("t", 0, config)
+    history = fill(lg, keys=3000, updates=3000, per_batch=100)
+    lg.roll()
+    c = new_cleaner(lm, Clock(), buffer=128 << 20)
+    assert run(c.clean_filthiest_log())
+    assert c.last_result.end_offset == 3000
+    assert c.last_result.stats.buffer_utilization > 0.6
+    assert run(c.clean_filthiest_log()) is False
+    assert read_records(lg) == history
+    lm.shutdown()
+
+
 def test_small_offset_map_cleans_over_several_rounds(tmp_path):
     config = cfg(segment_bytes=1 << 20)
     lm = new_manager(tmp_path, config)
