@@ -114,6 +114,19 @@ def segment_files(d: Path) -> list[str]:
     return sorted(f.name for f in d.iterdir())
 
 
+# -- broker settings ---------------------------------------------------------------------------
+
+def test_cleaner_settings():
+    from kafkalite.config.server_config import load_config
+    c = load_config(None, []).config
+    assert (c.log_cleaner_enable, c.log_cleaner_threads, c.log_cleaner_backoff_ms) == (True, 1, 15_000)
+    assert (c.log_cleaner_dedupe_buffer_size, c.log_cleaner_io_buffer_size,
+            c.log_cleaner_io_buffer_load_factor) == (128 * 1024 * 1024, 512 * 1024, 0.9)
+    # the buffer is shared by the threads, as in Kafka; a map never has fewer than two slots
+    assert CleanerConfig(num_threads=2, dedupe_buffer_size=4194304).map_memory == 2097152
+    assert CleanerConfig(dedupe_buffer_size=1).map_memory == 48
+
+
 # -- filter_batch: one batch in, one batch (or none) out ---------------------------------------
 
 def _map(entries: dict[bytes, int], latest: int) -> SkimpyOffsetMap:
