@@ -7,7 +7,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Optional
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -273,7 +273,7 @@ def test_sigkill_between_swap_phases(tmp_path, monkeypatch, written_log, phase, 
     boundaries = [0] if phase == "cleaned" else [x for x in old_bases + [active_base] if x > 0]
     matches = [x for x in boundaries
                if got == [r for r in cleaned if r[0] < x] + [r for r in history if r[0] >= x]]
-    assert matches, f"recovered log is neither the old nor the cleaned one at any boundary"
+    assert matches, "recovered log is neither the old nor the cleaned one at any boundary"
 
     # and cleaning then completes normally
     with BrokerProcess(log_dir=log_dir, overrides=CLEANER) as b3:

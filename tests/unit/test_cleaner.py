@@ -5,9 +5,7 @@ state machine checking the cleaner against a dict model."""
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
-import time
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -20,13 +18,12 @@ from kafkalite.config.log_config import LogConfig
 from kafkalite.log import cleaner as cleaner_mod
 from kafkalite.log import cleaner_manager as cm
 from kafkalite.log.checkpoint import read_offset_checkpoint
-from kafkalite.log.cleaner import CleanerStats, filter_batch
+from kafkalite.log.cleaner import filter_batch
 from kafkalite.log.cleaner_manager import (CLEANER_OFFSET_CHECKPOINT_FILE, CleanerConfig,
                                            LogCleaner)
 from kafkalite.log.log import Log
 from kafkalite.log.log_manager import LogManager
 from kafkalite.log.offset_map import SkimpyOffsetMap
-from kafkalite.log.producer_state import ORIGIN_COORDINATOR
 from kafkalite.log.record_batch import (COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NONE,
                                         COMPRESSION_SNAPPY, COMPRESSION_ZSTD, DELETE_HORIZON_MASK,
                                         build_batch, decode_records, parse_header,
@@ -816,7 +813,6 @@ def test_cleaner_against_a_dict_model(tmp_path_factory, steps, buffer):
     clock = Clock()
     c = new_cleaner(lm, clock, buffer=buffer)
     history: list[tuple[int, bytes, Optional[bytes]]] = []
-    removed_tombstones: set[int] = set()
 
     def check() -> None:
         now = read_records(lg)
