@@ -217,6 +217,11 @@ def _run_confluent(a: argparse.Namespace, out: _Reporter, cmds: _Commands) -> No
     consumer.subscribe([a.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     deadline = time.monotonic() + a.max_lifetime
     acked_nocommit = False
+    # Offsets whose commit was refused (ILLEGAL_GENERATION while a rebalance races it, as Kafka
+    # answers): committed again once the rebalance is over, for the partitions still owned, so
+    # that what was consumed is committed even when no further records arrive.
+    pending: dict[int, int] = {}
+    retry_at = 0.0
     while not cmds.close.is_set() and time.monotonic() < deadline:
         if cmds.nocommit.is_set() and not acked_nocommit:
             acked_nocommit = True
@@ -230,10 +235,15 @@ def _run_confluent(a: argparse.Namespace, out: _Reporter, cmds: _Commands) -> No
             v = m.value()
             recs.append([m.partition(), m.offset(), v.decode() if v is not None else None])
             offsets[m.partition()] = m.offset() + 1
-        if not recs:
+        if recs:
+            out.emit("records", recs=recs)
+        elif not pending or time.monotonic() < retry_at:
             continue
-        out.emit("records", recs=recs)
         if acked_nocommit:
+            continue
+        offsets = {p: o for p, o in {**pending, **offsets}.items() if p in current}
+        pending = {}
+        if not offsets:
             continue
         try:
             tps = [TopicPartition(a.topic, p, o, a.commit_metadata) if a.commit_metadata
@@ -242,10 +252,12 @@ def _run_confluent(a: argparse.Namespace, out: _Reporter, cmds: _Commands) -> No
             errs = [f"{tp.partition}: {tp.error}" for tp in (res or []) if tp.error is not None]
             if errs:
                 out.emit("commit_failed", offsets=offsets, error="; ".join(errs))
+                pending, retry_at = offsets, time.monotonic() + 0.5
             else:
                 out.emit("committed", offsets=offsets)
         except KafkaException as e:
             out.emit("commit_failed", offsets=offsets, error=str(e))
+            pending, retry_at = offsets, time.monotonic() + 0.5
     consumer.close()
     out.emit("closed")
 
