@@ -10,6 +10,7 @@ clears dynamic configs, succeeds."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any, Callable
 
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
@@ -36,6 +37,33 @@ def check_broker_resource(services: BrokerServices, name: str, what: str = "Brok
                             f"Unexpected broker id, expected {services.broker_id}, but received {name}")
 
 
+def answer_per_resource(Resp: Any, resources: list[Any], apply: Callable[[Any], None]) -> Any:
+    """The answer AlterConfigs and IncrementalAlterConfigs share: an unknown resource type fails
+    the whole request; otherwise each resource is answered on its own, a repeated resource or
+    config key being INVALID_REQUEST, and `apply` raising KafkaApiError for anything else."""
+    R = Resp.AlterConfigsResourceResponse
+    if any(r.resource_type not in RESOURCE_TYPE_NAMES for r in resources):
+        return Resp(throttle_time_ms=0, responses=[
+            R(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_DEFAULT_MESSAGE,
+              resource_type=r.resource_type, resource_name=r.resource_name) for r in resources])
+    seen = Counter((r.resource_type, r.resource_name) for r in resources)
+    out = []
+    for r in resources:
+        try:
+            if seen[(r.resource_type, r.resource_name)] > 1:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            names = [c.name for c in r.configs]
+            if len(set(names)) != len(names):
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            apply(r)
+            out.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=r.resource_type,
+                         resource_name=r.resource_name))
+        except KafkaApiError as e:
+            out.append(R(error_code=e.code, error_message=e.message, resource_type=r.resource_type,
+                         resource_name=r.resource_name))
+    return Resp(throttle_time_ms=0, responses=out)
+
+
 def make(services: BrokerServices) -> ApiSpec:
     controller = services.controller
 
@@ -59,28 +87,9 @@ def make(services: BrokerServices) -> ApiSpec:
                             f"but resource type is {resource_type_name(resource_type)}")
 
     async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-        Resp = AlterConfigsResponse[ctx.api_version]
-        R = Resp.AlterConfigsResourceResponse
-        if any(r.resource_type not in RESOURCE_TYPE_NAMES for r in req.resources):
-            return Resp(throttle_time_ms=0, responses=[
-                R(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_DEFAULT_MESSAGE,
-                  resource_type=r.resource_type, resource_name=r.resource_name) for r in req.resources])
-        seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
-        out = []
-        for r in req.resources:
-            try:
-                if seen[(r.resource_type, r.resource_name)] > 1:
-                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-                names = [c.name for c in r.configs]
-                if len(set(names)) != len(names):
-                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-                alter(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs},
-                      bool(req.validate_only))
-                out.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=r.resource_type,
-                             resource_name=r.resource_name))
-            except KafkaApiError as e:
-                out.append(R(error_code=e.code, error_message=e.message, resource_type=r.resource_type,
-                             resource_name=r.resource_name))
-        return Resp(throttle_time_ms=0, responses=out)
+        return answer_per_resource(
+            AlterConfigsResponse[ctx.api_version], req.resources,
+            lambda r: alter(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs},
+                            bool(req.validate_only)))
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

@@ -10,8 +10,7 @@ BROKER resources: deleting configs succeeds (there are no dynamic ones to delete
 is refused as Kafka refuses a static broker config."""
 from __future__ import annotations
 
-from collections import Counter
-from typing import Optional
+from typing import Any, Optional
 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
@@ -19,9 +18,9 @@ from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS
 from kafkalite.config.topic_config import is_list_config, list_default
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.server.handler import ApiSpec
-from kafkalite.server.handlers.alter_configs import check_broker_resource, static_broker_config_message
-from kafkalite.server.handlers.describe_configs import (INVALID_REQUEST_DEFAULT_MESSAGE, RESOURCE_BROKER,
-                                                       RESOURCE_TOPIC, RESOURCE_TYPE_NAMES, resource_type_name)
+from kafkalite.server.handlers.alter_configs import (answer_per_resource, check_broker_resource,
+                                                    static_broker_config_message)
+from kafkalite.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, resource_type_name
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
@@ -85,35 +84,18 @@ def make(services: BrokerServices) -> ApiSpec:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, "
                             f"but resource type is {resource_type_name(resource_type)}")
 
+    def apply(r: Any, validate_only: bool) -> None:
+        unknown_ops = [c.config_operation for c in r.configs if c.config_operation not in OP_NAMES]
+        if unknown_ops:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {unknown_ops[0]}")
+        nulls = [c.name for c in r.configs if c.config_operation != OP_DELETE and c.value is None]
+        if nulls:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+        alter(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs],
+              validate_only)
+
     async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-        Resp = IncrementalAlterConfigsResponse[ctx.api_version]
-        R = Resp.AlterConfigsResourceResponse
-        if any(r.resource_type not in RESOURCE_TYPE_NAMES for r in req.resources):
-            return Resp(throttle_time_ms=0, responses=[
-                R(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_DEFAULT_MESSAGE,
-                  resource_type=r.resource_type, resource_name=r.resource_name) for r in req.resources])
-        seen = Counter((r.resource_type, r.resource_name) for r in req.resources)
-        out = []
-        for r in req.resources:
-            try:
-                if seen[(r.resource_type, r.resource_name)] > 1:
-                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-                names = [c.name for c in r.configs]
-                if len(set(names)) != len(names):
-                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-                unknown_ops = [c.config_operation for c in r.configs if c.config_operation not in OP_NAMES]
-                if unknown_ops:
-                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {unknown_ops[0]}")
-                nulls = [c.name for c in r.configs if c.config_operation != OP_DELETE and c.value is None]
-                if nulls:
-                    raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
-                alter(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs],
-                      bool(req.validate_only))
-                out.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=r.resource_type,
-                             resource_name=r.resource_name))
-            except KafkaApiError as e:
-                out.append(R(error_code=e.code, error_message=e.message, resource_type=r.resource_type,
-                             resource_name=r.resource_name))
-        return Resp(throttle_time_ms=0, responses=out)
+        return answer_per_resource(IncrementalAlterConfigsResponse[ctx.api_version], req.resources,
+                                   lambda r: apply(r, bool(req.validate_only)))
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
