@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from kafkalite.log.leader_epoch_cache import LeaderEpochCache
-from kafkalite.log.log import Log
+from kafkalite.log.log import ORIGIN_CLIENT, Log
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+from kafkalite.replica.results import ActiveProducer
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +123,8 @@ class Partition:
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log.log_end_offset)
 
     # -- produce -----------------------------------------------------------------------------
-    def append_records_to_leader(self, records: bytes | memoryview, required_acks: int, now_ms: int):
+    def append_records_to_leader(self, records: bytes | memoryview, required_acks: int, now_ms: int,
+                                 origin: str = ORIGIN_CLIENT):
         if not self.is_leader:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         min_isr = self.log.config.min_insync_replicas
@@ -130,7 +132,7 @@ class Partition:
             raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                 f"The size of the current ISR {sorted(self.isr)} is insufficient "
                                 f"to satisfy the min.isr requirement of {min_isr} for partition {self.tp}")
-        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        info = self.log.append_as_leader(records, self.leader_epoch, now_ms, origin=origin)
         self.maybe_increment_high_watermark()
         return info
 
@@ -143,6 +145,16 @@ class Partition:
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return True, ErrorCode.NONE
         return False, ErrorCode.NONE
+
+    # -- producers ---------------------------------------------------------------------------
+    def active_producers(self) -> list[ActiveProducer]:
+        """The producers the log's producer state knows (Kafka's Partition.activeProducerState)."""
+        out: list[ActiveProducer] = []
+        for pid, e in sorted(self.log.producer_state.producers.items()):
+            txn = e.current_txn_first_offset
+            out.append(ActiveProducer(pid, e.producer_epoch, e.last_seq, e.last_timestamp,
+                                      e.coordinator_epoch, -1 if txn is None else txn))
+        return out
 
     # -- fetch -------------------------------------------------------------------------------
     def fetch_upper_bound(self, isolation_level: int, is_follower: bool) -> int:

@@ -10,6 +10,7 @@ from typing import Callable, Iterable, Optional
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.errors import OffsetOutOfRangeError
+from kafkalite.log.log import ORIGIN_CLIENT
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.purgatory import DelayedOperationPurgatory
@@ -97,8 +98,11 @@ class ReplicaManager:
 
     # -- produce -----------------------------------------------------------------------------
     async def append_records(self, timeout_ms: int, required_acks: int,
-                             entries: dict[TopicPartition, bytes | memoryview]
+                             entries: dict[TopicPartition, bytes | memoryview], *,
+                             origin: str = ORIGIN_CLIENT
                              ) -> dict[TopicPartition, ProducePartitionResult]:
+        """Append to the leaders' logs; `origin` is Kafka's AppendOrigin: clients' batches are
+        validated in full, the coordinators' (offsets, transaction markers) are trusted."""
         ts = now_ms()
         results: dict[TopicPartition, ProducePartitionResult] = {}
         pending: dict[TopicPartition, tuple[int, ProducePartitionResult]] = {}
@@ -107,7 +111,7 @@ class ReplicaManager:
             results[tp] = result
             try:
                 partition = self.leader_partition(tp)
-                info = partition.append_records_to_leader(records, required_acks, ts)
+                info = partition.append_records_to_leader(records, required_acks, ts, origin)
             except Exception as e:  # the log's errors carry Kafka codes
                 result.error, result.error_message = _error_of(e)
                 result.record_errors = list(getattr(e, "record_errors", None) or [])

@@ -50,3 +50,14 @@ class ListOffsetsPartitionResult:
     timestamp: int = -1
     offset: int = -1
     leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """One producer of a partition's log, as DescribeProducers reports it."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int       # -1: no ongoing transaction

@@ -31,6 +31,7 @@ from kafkalite.server.handlers import (api_versions, create_topics, delete_group
                                        offset_fetch, offset_for_leader_epoch, produce, sync_group)
 from kafkalite.server.handlers import (alter_configs, create_partitions, delete_records, describe_cluster,
                                        describe_configs, describe_log_dirs, incremental_alter_configs)
+from kafkalite.server.handlers import describe_producers, txn_offset_commit
 from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.server.scheduler import Scheduler
@@ -143,6 +144,8 @@ class KafkaServer:
             delete_records.make(services),
             describe_cluster.make(services),
             describe_log_dirs.make(services),
+            txn_offset_commit.make(services),
+            describe_producers.make(services),
         ]
         apis = KafkaApis(specs)
         self._schedule_maintenance()

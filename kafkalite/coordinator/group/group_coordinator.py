@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable, Iterable, Optional, Protocol
 from kafkalite.coordinator.group.delayed_heartbeat import DelayedHeartbeat, member_key
 from kafkalite.coordinator.group.delayed_join import (DelayedJoin, DelayedSync, InitialDelayedJoin, join_key,
                                                       sync_key)
-from kafkalite.coordinator.group.group_metadata import (DEAD_GROUP_SUMMARY, EMPTY_GROUP_SUMMARY,
+from kafkalite.coordinator.group.group_metadata import (DEAD_GROUP_SUMMARY, EMPTY_GROUP_SUMMARY, CommitRecord,
                                                         NEW_MEMBER_JOIN_TIMEOUT_MS, UNKNOWN_MEMBER_ID,
                                                         GroupMetadata, GroupOverview, GroupState, GroupSummary,
                                                         JoinCallback, JoinGroupResult, MemberMetadata,
@@ -61,6 +61,10 @@ class GroupStorage(Protocol):
 
     async def store_offsets(self, group_id: str, offsets: dict[TopicPartitionKey, OffsetAndMetadata]
                             ) -> dict[TopicPartitionKey, ErrorCode]: ...
+
+    async def store_offsets_at(self, group_id: str, offsets: dict[TopicPartitionKey, OffsetAndMetadata], *,
+                               producer_id: int = -1, producer_epoch: int = -1
+                               ) -> tuple[dict[TopicPartitionKey, ErrorCode], int]: ...
 
     async def store_tombstones(self, group_id: str, offsets: Iterable[TopicPartitionKey], group: bool) -> Any: ...
 
@@ -131,6 +135,11 @@ class GroupCoordinator:
         self.rebalance_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Rebalance")
         self._tasks: set[asyncio.Task[Any]] = set()
         self._expiration_task: Optional[asyncio.Task[None]] = None
+        # producer id -> groups with transactional offsets of it pending (Kafka's openGroupsForProducer)
+        self.open_groups_for_producer: dict[int, set[str]] = {}
+        # transaction ends seen while their `__consumer_offsets` partition was loading: applied to
+        # what the load installs (the load may have read the offsets but not the marker)
+        self._txn_completions_while_loading: dict[int, list[tuple[int, bool]]] = {}
 
     # ==== lifecycle ==================================================================================
 
@@ -205,11 +214,14 @@ class GroupCoordinator:
             loaded: LoadedPartition = await result if inspect.isawaitable(result) else result  # type: ignore[assignment]
             if partition in self.loading_partitions:  # not resigned meanwhile
                 self._install_loaded(loaded)
+                for producer_id, commit in self._txn_completions_while_loading.pop(partition, []):
+                    self._complete_txn_for_partitions(producer_id, {partition}, commit)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("failed to load __consumer_offsets partition %d", partition)
         finally:
+            self._txn_completions_while_loading.pop(partition, None)
             if partition in self.loading_partitions:
                 self.loading_partitions.discard(partition)
                 self.owned_partitions.add(partition)
@@ -218,17 +230,33 @@ class GroupCoordinator:
 
     def _install_loaded(self, loaded: LoadedPartition) -> None:
         now = self.time_ms()
+        # transactional offsets still waiting for their marker: group -> producer id -> records
+        pending: dict[str, dict[int, dict[TopicPartitionKey, CommitRecord]]] = {}
+        for producer_id, by_group in loaded.pending_transactional_offsets.items():
+            record_offsets = loaded.pending_transactional_record_offsets.get(producer_id, {})
+            for group_id, offsets in by_group.items():
+                ro = record_offsets.get(group_id, {})
+                pending.setdefault(group_id, {})[producer_id] = {
+                    tp: CommitRecord(om, ro.get(tp)) for tp, om in offsets.items()}
         for group_id, snapshot in loaded.groups.items():
-            group = group_from_snapshot(snapshot, loaded.offsets.get(group_id, {}), now)
-            self._add_loaded_group(group)
-        for group_id, offsets in loaded.offsets.items():
+            group = group_from_snapshot(snapshot, loaded.offsets.get(group_id, {}), now,
+                                        loaded.offset_record_offsets.get(group_id))
+            self._add_loaded_group(group, pending.get(group_id))
+        # groups with offsets (committed or pending) but no group metadata record
+        for group_id in list(loaded.offsets) + [g for g in pending if g not in loaded.offsets]:
             if group_id not in loaded.groups:
-                self._add_loaded_group(offsets_only_group(group_id, offsets, now))
+                group = offsets_only_group(group_id, loaded.offsets.get(group_id, {}), now,
+                                           loaded.offset_record_offsets.get(group_id))
+                self._add_loaded_group(group, pending.get(group_id))
 
-    def _add_loaded_group(self, group: GroupMetadata) -> None:
+    def _add_loaded_group(self, group: GroupMetadata,
+                          pending_txn: Optional[dict[int, dict[TopicPartitionKey, CommitRecord]]] = None) -> None:
         if group.group_id in self.groups:
             log.debug("group %s already cached; loaded state ignored", group.group_id)
             return
+        for producer_id, records in (pending_txn or {}).items():
+            group.pending_transactional_offset_commits[producer_id] = dict(records)
+            self.open_groups_for_producer.setdefault(producer_id, set()).add(group.group_id)
         self.groups[group.group_id] = group
         self._on_group_loaded(group)
 
@@ -243,10 +271,13 @@ class GroupCoordinator:
         NOT_COORDINATOR)."""
         self.loading_partitions.discard(partition)
         self.owned_partitions.discard(partition)
+        self._txn_completions_while_loading.pop(partition, None)
         for group_id, group in list(self.groups.items()):
             if self.partition_for(group_id) == partition:
                 self._on_group_unloaded(group)
                 del self.groups[group_id]
+                for producer_id in group.active_producers:
+                    self._remove_producer_group(producer_id, group_id)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         previous = group.state
@@ -906,21 +937,24 @@ class GroupCoordinator:
         return await self._store_offsets(group, offsets)
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
-                                group_instance_id: Optional[str]) -> Optional[ErrorCode]:
+                                group_instance_id: Optional[str], is_transactional: bool = False
+                                ) -> Optional[ErrorCode]:
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_(EMPTY):
             # admin client or a consumer without group management: allowed while nobody is a member
             return None
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            error = self._validate_current_member(group, member_id, group_instance_id, "offset-commit")
+            error = self._validate_current_member(group, member_id, group_instance_id,
+                                                  "txn-offset-commit" if is_transactional else "offset-commit")
             if error is not None:
                 return error
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
             return None
-        if not group.is_(EMPTY):
-            # only members may commit to a group that has members
+        if not is_transactional and not group.is_(EMPTY):
+            # only members may commit to a group that has members; TxnOffsetCommit before v3
+            # carries no member id or generation, so it is exempt (as in Kafka)
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
@@ -934,20 +968,104 @@ class GroupCoordinator:
             return {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets}
         group.prepare_offset_commit(filtered)
         try:
-            errors = await self.storage.store_offsets(group.group_id, filtered)
+            errors, base_offset = await self.storage.store_offsets_at(group.group_id, filtered)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("storing offsets of group %s failed", group.group_id)
-            errors = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in filtered}
+            errors, base_offset = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in filtered}, -1
         if not group.is_(DEAD):
             for tp, om in filtered.items():
                 if errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE:
-                    group.on_offset_commit_append(tp, om)
+                    group.on_offset_commit_append(tp, om, base_offset if base_offset >= 0 else None)
                 else:
                     group.fail_pending_offset_write(tp, om)
         return {tp: (ErrorCode(errors.get(tp, ErrorCode.NONE)) if tp in filtered
                      else ErrorCode.OFFSET_METADATA_TOO_LARGE) for tp in offsets}
+
+    # ==== TxnOffsetCommit and transaction completion =================================================
+
+    async def handle_txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int,
+                                        producer_epoch: int, member_id: str, group_instance_id: Optional[str],
+                                        generation_id: int, offsets: dict[TopicPartitionKey, OffsetAndMetadata]
+                                        ) -> dict[TopicPartitionKey, ErrorCode]:
+        """Kafka's handleTxnCommitOffsets: the offsets are written to `__consumer_offsets` as a
+        transactional batch of the producer and held pending until the transaction's marker is
+        written (handle_txn_completion). A group that does not exist yet is created, empty."""
+        def all_(error: ErrorCode) -> dict[TopicPartitionKey, ErrorCode]:
+            return {tp: error for tp in offsets}
+
+        error = self._validate_group_status(group_id, "TxnOffsetCommit")
+        if error is not None:
+            return all_(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, EMPTY, self.time_ms())
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id,
+                                             is_transactional=True)
+        if error is not None:
+            return all_(error)
+        log.debug("TxnOffsetCommit of %s (producer %d epoch %d) for group %s: %s", transactional_id,
+                  producer_id, producer_epoch, group_id, offsets)
+        return await self._store_txn_offsets(group, producer_id, producer_epoch, offsets)
+
+    async def _store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+                                 offsets: dict[TopicPartitionKey, OffsetAndMetadata]
+                                 ) -> dict[TopicPartitionKey, ErrorCode]:
+        filtered = {tp: om for tp, om in offsets.items() if self._metadata_fits(om)}
+        if not filtered:
+            return {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets}
+        group_id = group.group_id
+        self.open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
+        group.prepare_txn_offset_commit(producer_id, filtered)
+        try:
+            errors, base_offset = await self.storage.store_offsets_at(
+                group_id, filtered, producer_id=producer_id, producer_epoch=producer_epoch)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("storing transactional offsets of group %s failed", group_id)
+            errors, base_offset = {tp: ErrorCode.UNKNOWN_SERVER_ERROR for tp in filtered}, -1
+        if not group.is_(DEAD):
+            for tp, om in filtered.items():
+                if errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE and base_offset >= 0:
+                    group.on_txn_offset_commit_append(producer_id, tp, CommitRecord(om, base_offset))
+                else:
+                    group.fail_pending_txn_offset_commit(producer_id, tp)
+            if not group.has_pending_offset_commits_from_producer(producer_id):
+                self._remove_producer_group(producer_id, group_id)
+        return {tp: (ErrorCode(errors.get(tp, ErrorCode.NONE)) if tp in filtered
+                     else ErrorCode.OFFSET_METADATA_TOO_LARGE) for tp in offsets}
+
+    def handle_txn_completion(self, producer_id: int, offsets_partitions: Iterable[int], commit: bool) -> None:
+        """The COMMIT/ABORT markers of `producer_id`'s transaction are in these `__consumer_offsets`
+        partitions: a commit materialises the producer's pending offsets of their groups, an abort
+        drops them (Kafka's scheduleHandleTxnCompletion / handleTxnCompletion)."""
+        partitions = set(offsets_partitions)
+        for p in partitions & self.loading_partitions:
+            self._txn_completions_while_loading.setdefault(p, []).append((producer_id, commit))
+        self._complete_txn_for_partitions(producer_id, partitions, commit)
+
+    def _complete_txn_for_partitions(self, producer_id: int, partitions: set[int], commit: bool) -> None:
+        for group_id in list(self.open_groups_for_producer.get(producer_id, ())):
+            if self.partition_for(group_id) not in partitions:
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_(DEAD):
+                log.info("group %s is gone after the transaction marker of producer %d was written",
+                         group_id, producer_id)
+            else:
+                changed = group.complete_pending_txn_offset_commit(producer_id, commit)
+                log.debug("transaction of producer %d %s for group %s; offsets of %s installed", producer_id,
+                          "committed" if commit else "aborted", group_id, changed)
+            self._remove_producer_group(producer_id, group_id)
+
+    def _remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self.open_groups_for_producer.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.open_groups_for_producer[producer_id]
 
     # ==== OffsetFetch ================================================================================
 
@@ -1022,7 +1140,11 @@ class GroupCoordinator:
             else:
                 errors[group_id] = ErrorCode.NON_EMPTY_GROUP
         if eligible:
-            removed = await self._cleanup_group_metadata(eligible, lambda g: g.remove_all_offsets())
+            for g in eligible:
+                for producer_id in g.active_producers:
+                    self._remove_producer_group(producer_id, g.group_id)
+            removed = await self._cleanup_group_metadata(
+                eligible, lambda g: g.remove_all_offsets_and_pending_txn_offsets())
             log.info("deleted groups %s; %d offsets removed", [g.group_id for g in eligible], removed)
             for g in eligible:
                 errors[g.group_id] = ErrorCode.NONE

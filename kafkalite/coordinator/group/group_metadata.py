@@ -250,9 +250,17 @@ def java_string_length(s: str) -> int:
 
 @dataclass
 class CommitRecord:
-    """A materialised committed offset (Kafka's CommitRecordMetadataAndOffset, without the record
-    offset: only transactional commits need it to order against regular ones)."""
+    """A committed offset and where its record is in `__consumer_offsets` (Kafka's
+    CommitRecordMetadataAndOffset). The log offset orders a transactional commit completed later
+    against plain ones; None: not appended yet (a pending transactional commit) or unknown."""
     offset_and_metadata: OffsetAndMetadata
+    appended_batch_offset: Optional[int] = None
+
+    def older_than(self, other: "CommitRecord") -> bool:
+        """Written before `other`; a record of unknown position counts as older."""
+        if self.appended_batch_offset is None or other.appended_batch_offset is None:
+            return True
+        return self.appended_batch_offset < other.appended_batch_offset
 
 
 class GroupMetadata:
@@ -271,6 +279,8 @@ class GroupMetadata:
         self.supported_protocols: Counter[str] = Counter()
         self.offsets: dict[TopicPartitionKey, CommitRecord] = {}
         self.pending_offset_commits: dict[TopicPartitionKey, OffsetAndMetadata] = {}
+        # TxnOffsetCommit offsets waiting for their transaction's COMMIT/ABORT marker, per producer id
+        self.pending_transactional_offset_commits: dict[int, dict[TopicPartitionKey, CommitRecord]] = {}
         self.pending_sync_members: set[str] = set()
         # For protocol type "consumer": the union of the members' subscriptions, computed at each
         # new generation and on load; None when unknown (then every topic counts as subscribed).
@@ -530,20 +540,76 @@ class GroupMetadata:
         return {tp: r.offset_and_metadata for tp, r in self.offsets.items()}
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or \
+            bool(self.pending_transactional_offset_commits)
 
     def has_pending_offset_commits_for(self, tp: TopicPartitionKey) -> bool:
-        return tp in self.pending_offset_commits
+        """A plain commit in flight or a transactional one not completed (OffsetFetch with
+        require_stable answers UNSTABLE_OFFSET_COMMIT for it)."""
+        return tp in self.pending_offset_commits or \
+            any(tp in txn for txn in self.pending_transactional_offset_commits.values())
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return producer_id in self.pending_transactional_offset_commits
+
+    @property
+    def active_producers(self) -> set[int]:
+        return set(self.pending_transactional_offset_commits)
 
     def prepare_offset_commit(self, offsets: dict[TopicPartitionKey, OffsetAndMetadata]) -> None:
         self.pending_offset_commits.update(offsets)
 
-    def on_offset_commit_append(self, tp: TopicPartitionKey, om: OffsetAndMetadata) -> None:
+    def on_offset_commit_append(self, tp: TopicPartitionKey, om: OffsetAndMetadata,
+                                appended_batch_offset: Optional[int] = None) -> None:
         # Only materialise a commit still pending: a concurrent OffsetDelete/DeleteGroups removed it.
         if tp in self.pending_offset_commits:
-            self.offsets[tp] = CommitRecord(om)
+            record = CommitRecord(om, appended_batch_offset)
+            current = self.offsets.get(tp)
+            # a transactional commit completed meanwhile but written later stays
+            if current is None or current.older_than(record):
+                self.offsets[tp] = record
         if self.pending_offset_commits.get(tp) == om:
             del self.pending_offset_commits[tp]
+
+    # -- transactional offsets (Kafka's prepareTxnOffsetCommit / onTxnOffsetCommitAppend /
+    #    failPendingTxnOffsetCommit / completePendingTxnOffsetCommit) -------------------------------
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[TopicPartitionKey, OffsetAndMetadata]) -> None:
+        pending = self.pending_transactional_offset_commits.setdefault(producer_id, {})
+        for tp, om in offsets.items():
+            pending[tp] = CommitRecord(om)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: TopicPartitionKey, record: CommitRecord) -> None:
+        pending = self.pending_transactional_offset_commits.get(producer_id)
+        # the same commit still pending (not replaced by a later one, not removed by a deletion)
+        if pending is not None and tp in pending and \
+                pending[tp].offset_and_metadata == record.offset_and_metadata:
+            pending[tp] = record
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartitionKey) -> None:
+        pending = self.pending_transactional_offset_commits.get(producer_id)
+        if pending is None:
+            return
+        pending.pop(tp, None)
+        if not pending:
+            del self.pending_transactional_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> list[TopicPartitionKey]:
+        """The producer's transaction ended (its marker is in the log): a COMMIT materialises its
+        offsets unless a plain commit written after them exists; an ABORT drops them. Returns
+        the partitions whose committed offset changed."""
+        pending = self.pending_transactional_offset_commits.pop(producer_id, None)
+        if not is_commit or not pending:
+            return []
+        changed: list[TopicPartitionKey] = []
+        for tp, record in pending.items():
+            if record.appended_batch_offset is None:
+                # its append never completed: there is nothing in the log to commit
+                continue
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(record):
+                self.offsets[tp] = record
+                changed.append(tp)
+        return changed
 
     def fail_pending_offset_write(self, tp: TopicPartitionKey, om: OffsetAndMetadata) -> None:
         if self.pending_offset_commits.get(tp) == om:
@@ -553,6 +619,8 @@ class GroupMetadata:
         removed: dict[TopicPartitionKey, OffsetAndMetadata] = {}
         for tp in tps:
             self.pending_offset_commits.pop(tp, None)
+            for txn in self.pending_transactional_offset_commits.values():
+                txn.pop(tp, None)
             rec = self.offsets.pop(tp, None)
             if rec is not None:
                 removed[tp] = rec.offset_and_metadata
@@ -560,6 +628,22 @@ class GroupMetadata:
 
     def remove_all_offsets(self) -> dict[TopicPartitionKey, OffsetAndMetadata]:
         return self.remove_offsets(list(self.offsets))
+
+    def remove_all_offsets_and_pending_txn_offsets(self) -> dict[TopicPartitionKey, OffsetAndMetadata]:
+        """DeleteGroups: every committed offset and every transactional one still pending (as
+        Kafka 4's deleteAllOffsets: the pending ones get tombstones too when nothing is committed
+        for their partition, so a later COMMIT marker cannot bring them back on a reload)."""
+        pending_only: dict[TopicPartitionKey, OffsetAndMetadata] = {}
+        for txn in self.pending_transactional_offset_commits.values():
+            for tp, record in txn.items():
+                if tp not in self.offsets:
+                    pending_only[tp] = record.offset_and_metadata
+        removed = self.remove_all_offsets()
+        self.pending_transactional_offset_commits.clear()
+        return {**pending_only, **removed}
+
+    def pending_txn_partitions(self) -> frozenset[TopicPartitionKey]:
+        return frozenset(tp for txn in self.pending_transactional_offset_commits.values() for tp in txn)
 
     def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> dict[TopicPartitionKey, OffsetAndMetadata]:
         expired = expired_offsets(self, now_ms, retention_ms)
@@ -579,18 +663,20 @@ def expired_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> dic
     Empty group with a protocol type: retention counts from when it became empty; Stable
     consumer group that knows its subscription: offsets of topics nobody subscribes to expire
     after their commit; no protocol type (offsets-only "simple" consumers): after each commit;
-    otherwise nothing. Offsets with a commit in flight never expire.
+    otherwise nothing. Offsets with a commit in flight, or a transactional commit waiting for its
+    transaction's end, never expire (as Kafka 4's hasPendingTransactionalOffsets check).
     """
     ts = group.current_state_timestamp
     return storage_expired_offsets(
         group.all_offsets(), now_ms, retention_ms, protocol_type=group.protocol_type,
         group_empty=group.is_(GroupState.EMPTY), group_stable=group.is_(GroupState.STABLE),
         current_state_timestamp=ts if ts is not None else -1,
-        subscribed=group.subscribed_topics, pending=frozenset(group.pending_offset_commits))
+        subscribed=group.subscribed_topics,
+        pending=frozenset(group.pending_offset_commits) | group.pending_txn_partitions())
 
 
 def group_from_snapshot(snapshot: GroupSnapshot, offsets: dict[TopicPartitionKey, OffsetAndMetadata],
-                        now_ms: int) -> GroupMetadata:
+                        now_ms: int, record_offsets: Optional[dict[TopicPartitionKey, int]] = None) -> GroupMetadata:
     """A loaded group (Kafka's GroupMetadata.loadGroup): Stable if it has members, else Empty."""
     state = GroupState.STABLE if snapshot.members else GroupState.EMPTY
     group = GroupMetadata(snapshot.group_id, state, now_ms)
@@ -608,12 +694,15 @@ def group_from_snapshot(snapshot: GroupSnapshot, offsets: dict[TopicPartitionKey
     # a member added first became leader in add(); the stored leader is the truth
     group.leader_id = snapshot.leader
     group.subscribed_topics = group.compute_subscribed_topics()
-    group.offsets = {tp: CommitRecord(om) for tp, om in offsets.items()}
+    ro = record_offsets or {}
+    group.offsets = {tp: CommitRecord(om, ro.get(tp)) for tp, om in offsets.items()}
     return group
 
 
-def offsets_only_group(group_id: str, offsets: dict[TopicPartitionKey, OffsetAndMetadata], now_ms: int) -> GroupMetadata:
+def offsets_only_group(group_id: str, offsets: dict[TopicPartitionKey, OffsetAndMetadata], now_ms: int,
+                       record_offsets: Optional[dict[TopicPartitionKey, int]] = None) -> GroupMetadata:
     """A group that has committed offsets but no group metadata record (simple consumers)."""
     group = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-    group.offsets = {tp: CommitRecord(om) for tp, om in offsets.items()}
+    ro = record_offsets or {}
+    group.offsets = {tp: CommitRecord(om, ro.get(tp)) for tp, om in offsets.items()}
     return group

@@ -27,7 +27,9 @@ from kafkalite.coordinator.group.records import (GroupKey, OffsetKey, RecordDeco
 from kafkalite.coordinator.group.types import (GROUP_METADATA_TOPIC_NAME, GroupSnapshot,
                                                LoadedPartition, OffsetAndMetadata)
 from kafkalite.log.errors import LogError
-from kafkalite.log.record_batch import NO_PRODUCER_ID, build_batch, decode_records, split_batches
+from kafkalite.log.log import ORIGIN_COORDINATOR
+from kafkalite.log.record_batch import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, build_batch,
+                                        decode_records, split_batches)
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 
@@ -257,9 +259,15 @@ class GroupMetadataManager:
 
     # -- writes -------------------------------------------------------------------------------
     async def _append(self, tp: TopicPartition, batch: bytes, required_acks: int) -> ErrorCode:
+        return (await self._append_at(tp, batch, required_acks))[0]
+
+    async def _append_at(self, tp: TopicPartition, batch: bytes, required_acks: int
+                         ) -> tuple[ErrorCode, int]:
+        """(error, base offset of the appended batch). The coordinator's own writes: Kafka's
+        AppendOrigin.COORDINATOR (no client-only validation, no sequence checks)."""
         results = await self.replica_manager.append_records(self.commit_timeout_ms, required_acks,
-                                                            {tp: batch})
-        return results[tp].error
+                                                            {tp: batch}, origin=ORIGIN_COORDINATOR)
+        return results[tp].error, results[tp].base_offset
 
     async def store_group(self, snapshot: GroupSnapshot) -> ErrorCode:
         """Append the group's metadata record (after a rebalance completes, or for a new or
@@ -283,23 +291,41 @@ class GroupMetadataManager:
 
         Offsets whose metadata is longer than offset.metadata.max.bytes (counted in UTF-16
         units, as Kafka does) are not written and get OFFSET_METADATA_TOO_LARGE."""
+        return (await self.store_offsets_at(group_id, offsets))[0]
+
+    async def store_offsets_at(self, group_id: str,
+                               offsets: Mapping[TopicPartitionKey, OffsetAndMetadata], *,
+                               producer_id: int = NO_PRODUCER_ID,
+                               producer_epoch: int = NO_PRODUCER_EPOCH
+                               ) -> tuple[dict[TopicPartitionKey, ErrorCode], int]:
+        """:meth:`store_offsets`, also for a transactional offset commit (TxnOffsetCommit:
+        ``producer_id`` >= 0), and the base offset of the appended batch (-1 if none).
+
+        A transactional commit is one transactional batch carrying the producer's id and epoch,
+        base sequence 0 as Kafka writes it (sequences are not checked for the coordinator's
+        writes); the log checks the epoch (a fenced producer gets INVALID_PRODUCER_EPOCH) and
+        the batch counts only once a COMMIT marker follows it."""
         valid = {tp: o for tp, o in offsets.items()
                  if _java_length(o.metadata) <= self.max_metadata_size}
         if not valid:
-            return {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets}
+            return {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets}, -1
         tp_log = self.topic_partition_for(group_id)
         if self.replica_manager.get_partition(tp_log) is None:
-            return {tp: ErrorCode.NOT_COORDINATOR for tp in offsets}
+            return {tp: ErrorCode.NOT_COORDINATOR for tp in offsets}, -1
         now = self._clock_ms()
+        transactional = producer_id != NO_PRODUCER_ID
         batch = build_batch([(records.offset_commit_key(group_id, t, p),
                               records.offset_commit_value(o), now)
-                             for (t, p), o in valid.items()])
-        error = await self._append(tp_log, batch, self.required_acks)
+                             for (t, p), o in valid.items()],
+                            producer_id=producer_id, producer_epoch=producer_epoch,
+                            base_sequence=0 if transactional else NO_SEQUENCE,
+                            transactional=transactional)
+        error, base_offset = await self._append_at(tp_log, batch, self.required_acks)
         if error != ErrorCode.NONE:
             log.debug("Offset commit of group %s failed to append: %s", group_id, error.name)
         mapped = offset_append_error(error)
-        return {tp: (mapped if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                for tp in offsets}
+        return ({tp: (mapped if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                 for tp in offsets}, base_offset if error == ErrorCode.NONE else -1)
 
     async def store_tombstones(self, group_id: str, offsets: Iterable[TopicPartitionKey],
                                group: bool) -> ErrorCode:
@@ -438,14 +464,17 @@ class _LoadState:
 
     def result(self) -> LoadedPartition:
         out = LoadedPartition(groups=dict(self.groups))
-        for key, (_off, value) in self.offsets.items():
+        for key, (off, value) in self.offsets.items():
             out.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
+            out.offset_record_offsets.setdefault(key.group, {})[(key.topic, key.partition)] = off
         for producer_id, txn in self.pending.items():
             if not txn:
                 continue
             by_group = out.pending_transactional_offsets.setdefault(producer_id, {})
-            for key, (_off, value) in txn.items():
+            offs_by_group = out.pending_transactional_record_offsets.setdefault(producer_id, {})
+            for key, (off, value) in txn.items():
                 by_group.setdefault(key.group, {})[(key.topic, key.partition)] = value
+                offs_by_group.setdefault(key.group, {})[(key.topic, key.partition)] = off
         return out
 
 

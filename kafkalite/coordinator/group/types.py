@@ -60,3 +60,9 @@ class LoadedPartition:
     # yet at the end of the log: producer id -> group -> (topic, partition) -> offset.
     pending_transactional_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = \
         field(default_factory=dict)
+    # The log offsets of the records behind `offsets` and `pending_transactional_offsets` (same
+    # shapes): a transactional commit completed later replaces a plain one only if written after
+    # it (Kafka's CommitRecordMetadataAndOffset.olderThan).
+    offset_record_offsets: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    pending_transactional_record_offsets: dict[int, dict[str, dict[tuple[str, int], int]]] = \
+        field(default_factory=dict)

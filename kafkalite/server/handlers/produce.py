@@ -26,6 +26,7 @@ _MAGIC_OFFSET = 16
 _ATTRIBUTES_OFFSET = 21
 _LENGTH = struct.Struct(">i")
 _ZSTD = 4
+_TRANSACTIONAL_MASK = 0x10
 
 
 def validate_records(version: int, records: Optional[bytes]) -> Optional[tuple[ErrorCode, str]]:
@@ -49,6 +50,13 @@ def validate_records(version: int, records: Optional[bytes]) -> Optional[tuple[E
     return None
 
 
+def first_batch_is_transactional(records: Optional[bytes]) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords looks at each partition's first batch."""
+    if not records or len(records) < _ATTRIBUTES_OFFSET + 2 or records[_MAGIC_OFFSET] != 2:
+        return False
+    return bool(records[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_MASK)
+
+
 def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
     replica_manager = services.replica_manager
@@ -59,6 +67,11 @@ def make(services: BrokerServices) -> ApiSpec:
         errors: dict[tuple[str, object], dict[int, ProducePartitionResult]] = {}
         entries: dict[TopicPartition, bytes] = {}
         order: list[tuple[object, str, object, list[int]]] = []   # (topic key, name, id, partitions)
+        # Transactional records need a transactional id (Kafka authorizes the write to it first and
+        # answers every partition with this error otherwise); an empty id or a transactional id on
+        # plain records is let through, as Kafka does without an authorizer.
+        txn_id_error = req.transactional_id is None and any(
+            first_batch_is_transactional(p.records) for t in req.topic_data for p in t.partition_data)
         for t in req.topic_data:
             if v >= 13:
                 tid = t.topic_id
@@ -70,6 +83,9 @@ def make(services: BrokerServices) -> ApiSpec:
             order.append((key, name, tid, indices))
             errs = errors.setdefault((name or "", key), {})
             for p in t.partition_data:
+                if txn_id_error:
+                    errs[p.index] = ProducePartitionResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    continue
                 if acks not in (-1, 0, 1):
                     errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_REQUIRED_ACKS)
                     continue
@@ -82,12 +98,6 @@ def make(services: BrokerServices) -> ApiSpec:
                 if is_internal(name):
                     errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                            error_message=f"Cannot append to internal topic {name}")
-                    continue
-                if req.transactional_id is not None:
-                    # The transaction coordinator arrives in a later issue; until then no
-                    # transactional write can be valid here.
-                    errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_TXN_STATE,
-                                                           error_message="transactions are not supported")
                     continue
                 invalid = validate_records(v, p.records)
                 if invalid is not None:
