@@ -61,7 +61,15 @@ class InvalidProducerEpochError(LogError):
 
 
 class InvalidTxnStateError(LogError):
+    """A produce that breaks the transaction rules (Kafka's InvalidTxnStateException), e.g. a
+    non-transactional batch from a producer whose transaction is still open."""
     error_code = 48         # INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from a coordinator epoch older than the last one seen for the
+    producer (Kafka's TransactionCoordinatorFencedException)."""
+    error_code = 52         # TRANSACTION_COORDINATOR_FENCED
 
 
 class KafkaStorageError(LogError):

@@ -28,10 +28,11 @@ from kafkalite.log.errors import (InconsistentTopicIdError, InvalidRecordError, 
                                   OffsetOutOfRangeError, OffsetsOutOfOrderError,
                                   RecordBatchTooLargeError, UnexpectedAppendOffsetError)
 from kafkalite.log.producer_state import (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION,
-                                          ProducerStateManager)
+                                          CompletedTxn, EndTxnMarker, ProducerStateManager)
 from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader,
-                                        decode_records, split_batches, stamped_header,
-                                        validate_batch)
+                                        decode_records, parse_end_txn_marker, split_batches,
+                                        stamped_header, validate_batch)
+from kafkalite.log.transaction_index import AbortedTxn
 from kafkalite.log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
                                    SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment,
                                    SegmentFile, TimestampAndOffset, log_file, offset_index_file,
@@ -40,7 +41,8 @@ from kafkalite.log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX,
 log = logging.getLogger(__name__)
 
 __all__ = ["Log", "LogAppendInfo", "FetchDataInfo", "FileSlice", "TimestampAndOffset",
-           "parse_topic_partition", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR", "ORIGIN_REPLICATION"]
+           "AbortedTxn", "parse_topic_partition", "ORIGIN_CLIENT", "ORIGIN_COORDINATOR",
+           "ORIGIN_REPLICATION"]
 
 
 def _wall_ms() -> int:
@@ -159,9 +161,9 @@ class Log:
         dir.mkdir(parents=True, exist_ok=True)
         swaps = _remove_temp_files_and_collect_swaps(dir)
         _complete_swaps(dir, swaps, config, now)
-        segments = _load_segments(dir, config, now)
+        segments, recovered = _load_segments(dir, config, now)
         if not had_clean_shutdown and segments:
-            _recover_from(segments, recovery_point)
+            recovered |= _recover_from(segments, recovery_point)
         if not segments:
             segments = [_new_segment(dir, log_start_offset, config, now)]
         log_end_offset = segments[-1].next_offset()
@@ -180,15 +182,22 @@ class Log:
         rp = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
         self = cls(dir, config, segments, log_start_offset=start, recovery_point=rp,
                    log_end_offset=log_end_offset, now_ms=now)
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(rebuild_txn_index=recovered)
         return self
 
-    def _rebuild_producer_state(self) -> None:
-        """Fold every batch header into fresh producer state (no snapshots yet)."""
+    def _rebuild_producer_state(self, rebuild_txn_index: set[int] | frozenset[int] = frozenset()
+                                ) -> None:
+        """Fold every batch into fresh producer state. The segments whose base offset is in
+        ``rebuild_txn_index`` were recovered (their transaction index emptied): the aborted
+        transactions completed by their markers are indexed again, with the LSO the replay
+        computes — the same one the original append recorded."""
         psm = ProducerStateManager()
         end = self._next_offset
         for seg in self._segments:
-            psm.apply_replicated(h for _p, h in seg.iter_headers() if h.base_offset < end)
+            rebuild = seg.base_offset in rebuild_txn_index
+            completed = psm.apply_replicated(*_producer_batches(seg, end))
+            if rebuild:
+                _index_completed(seg, completed)
         psm.map_end_offset = end
         self.producer_state = psm
 
@@ -283,9 +292,17 @@ class Log:
             return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0)
         config = self._config
         from_client = origin == ORIGIN_CLIENT
+        markers: dict[int, EndTxnMarker] = {}
         for pos, h in batches:
             validate_batch(mv, pos, h, from_client=from_client,
                            max_message_bytes=config.max_message_bytes)
+            if h.is_control:
+                # Only the coordinators get here with a control batch (validate_batch refuses
+                # clients'): it must be one well-formed marker of a transactional producer.
+                if not h.is_transactional or not h.has_producer_id:
+                    raise InvalidRecordError(
+                        "A transaction marker must be a transactional batch with a producer id")
+                markers[pos] = EndTxnMarker(*parse_end_txn_marker(mv[pos:pos + h.size], h))
         if from_client and self._is_compacted:
             self._check_keys(mv, batches)
         if from_client:
@@ -314,8 +331,10 @@ class Log:
             offset = nh.last_offset + 1
             assigned.append(nh)
         first_offset, last_offset = assigned[0].base_offset, offset - 1
+        markers_by_offset = {nh.base_offset: markers[pos]
+                             for (pos, _h), nh in zip(batches, assigned) if pos in markers}
 
-        updates, duplicate = self.producer_state.analyze(assigned, origin)
+        updates, duplicate = self.producer_state.analyze(assigned, origin, markers_by_offset)
         if duplicate is not None:
             return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, max_ts,
                                  offset_of_max_ts, duplicate.timestamp, self._log_start_offset,
@@ -334,7 +353,7 @@ class Log:
             infos.append((size, nh.last_offset, nh.max_timestamp))
         segment.append(pieces, infos)
         self._next_offset = last_offset + 1
-        self.producer_state.commit(updates, self._next_offset)
+        _index_completed(segment, self.producer_state.commit(updates, self._next_offset))
         self._maybe_flush(now_ms)
         return LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts,
                              stamp if stamp is not None else -1, self._log_start_offset,
@@ -355,8 +374,11 @@ class Log:
         prev_last = -1
         infos: list[tuple[int, int, int]] = []
         headers: list[BatchHeader] = []
+        markers: dict[int, EndTxnMarker] = {}
         for pos, h in batches:
             validate_batch(mv, pos, h, from_client=False)
+            if h.is_control and h.has_producer_id and h.records_count > 0:
+                markers[h.base_offset] = EndTxnMarker(*parse_end_txn_marker(mv[pos:pos + h.size], h))
             if h.last_offset_delta < 0 or h.base_offset <= prev_last:
                 raise OffsetsOutOfOrderError(
                     f"Out of order offsets found in append to {self.name}: batch at "
@@ -375,11 +397,11 @@ class Log:
             raise RecordBatchTooLargeError(
                 f"Message batch size is {valid_bytes} bytes in append to partition {self.name}, "
                 f"which exceeds the maximum configured segment size of {self._config.segment_bytes}.")
-        updates, _dup = self.producer_state.analyze(headers, ORIGIN_REPLICATION)
+        updates, _dup = self.producer_state.analyze(headers, ORIGIN_REPLICATION, markers)
         segment = self._maybe_roll(valid_bytes, max_ts, last_offset, first_offset, now)
         segment.append([mv[:valid_bytes]], infos)
         self._next_offset = last_offset + 1
-        self.producer_state.commit(updates, self._next_offset)
+        _index_completed(segment, self.producer_state.commit(updates, self._next_offset))
         self._maybe_flush(now)
         return LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, -1,
                              self._log_start_offset, len(batches), valid_bytes, False,
@@ -484,6 +506,36 @@ class Log:
                 continue
             for _p, h in seg.iter_headers(found[0]):
                 yield h
+
+    # -- transactions ------------------------------------------------------------------------
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest ongoing (undecided) transaction, None when none."""
+        return self.producer_state.first_undecided_offset
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The last stable offset under ``high_watermark``: read_committed consumers see
+        nothing at or past it. A completed transaction whose marker is not below the high
+        watermark yet still holds it back (Kafka's unreplicated transactions)."""
+        psm = self.producer_state
+        psm.on_high_watermark_updated(high_watermark)
+        fuo = psm.first_unstable_offset
+        return high_watermark if fuo is None else min(fuo, high_watermark)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``
+        (Kafka's collectAbortedTransactions): from the segment holding ``start_offset`` on,
+        until an index entry's LSO reaches the upper bound."""
+        segments, bases = self._segments, self._bases
+        i = max(0, bisect.bisect_right(bases, start_offset) - 1)
+        out: list[AbortedTxn] = []
+        for seg in segments[i:]:
+            found = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(found.aborted_transactions)
+            if found.is_complete:
+                break
+        return out
 
     # -- timestamps --------------------------------------------------------------------------
     def find_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
@@ -675,6 +727,7 @@ class Log:
             self._log_start_offset = new_log_start_offset
             if self._recovery_point < new_log_start_offset:
                 self._recovery_point = new_log_start_offset
+            self._on_log_start_offset_incremented()
             return True
         return False
 
@@ -755,10 +808,43 @@ class Log:
             self._log_start_offset = first_base
             if self._recovery_point < first_base:
                 self._recovery_point = first_base
+            self._on_log_start_offset_incremented()
         return count
+
+    def _on_log_start_offset_incremented(self) -> None:
+        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
 
 
 # -- loading helpers --------------------------------------------------------------------------
+
+def _producer_batches(seg: LogSegment, end: int
+                      ) -> tuple[list[BatchHeader], dict[int, EndTxnMarker]]:
+    """The headers of ``seg``'s batches below ``end``, and the markers of its control batches
+    (read from the file: a marker batch is one small record). A marker that does not parse is
+    left out with a warning (the replay then skips that batch)."""
+    headers: list[BatchHeader] = []
+    markers: dict[int, EndTxnMarker] = {}
+    for pos, h in seg.iter_headers():
+        if h.base_offset >= end:
+            break
+        if h.is_control and h.has_producer_id and h.records_count > 0:
+            try:
+                markers[h.base_offset] = EndTxnMarker(
+                    *parse_end_txn_marker(seg.read_batch(pos, h.size), h))
+            except LogError as e:
+                log.warning("%s: skipping unreadable transaction marker at offset %d: %s",
+                            seg.dir.name, h.base_offset, e)
+                continue
+        headers.append(h)
+    return headers, markers
+
+
+def _index_completed(segment: LogSegment, completed: list[tuple[CompletedTxn, int]]) -> None:
+    """Aborted transactions completed by markers in ``segment`` go to its transaction index
+    with the LSO at their completion (Kafka's LogSegment.updateTxnIndex)."""
+    for c, lso in completed:
+        segment.update_txn_index(c.producer_id, c.first_offset, c.last_offset, c.is_aborted, lso)
+
 
 def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
     """A fresh segment; leftovers of an earlier segment at this offset are removed first."""
@@ -842,8 +928,9 @@ def _complete_swaps(dir: Path, swaps: list[Path], config: LogConfig, now_ms: int
         os.replace(f, f.with_name(f.name[:-len(SWAP_SUFFIX)]))
 
 
-def _load_segments(dir: Path, config: LogConfig, now_ms: int) -> list[LogSegment]:
-    """Open every ``.log`` file; drop orphan index files; rebuild missing or insane indexes."""
+def _load_segments(dir: Path, config: LogConfig, now_ms: int) -> tuple[list[LogSegment], set[int]]:
+    """Open every ``.log`` file; drop orphan index files; rebuild missing or insane indexes.
+    Returns the segments and the base offsets of those recovered."""
     names = {f.name for f in dir.iterdir() if f.is_file()}
     log_bases = set()
     for name in names:
@@ -859,6 +946,7 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int) -> list[LogSegment
             log.info("%s: deleting orphaned index file %s", dir.name, name)
             (dir / name).unlink(missing_ok=True)
     segments: list[LogSegment] = []
+    recovered: set[int] = set()
     try:
         for base in sorted(log_bases):
             indexes_present = (offset_index_file(dir, base).name in names
@@ -868,22 +956,26 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int) -> list[LogSegment
             if not indexes_present or not seg.check_loaded():
                 log.info("%s: rebuilding indexes of segment %d", dir.name, base)
                 seg.recover()
+                recovered.add(base)
     except BaseException:
         for s in segments:
             s.close_handlers()
             s.file.close()
         raise
-    return segments
+    return segments, recovered
 
 
-def _recover_from(segments: list[LogSegment], recovery_point: int) -> None:
+def _recover_from(segments: list[LogSegment], recovery_point: int) -> set[int]:
     """After an unclean shutdown: re-validate every segment from the one holding the recovery
-    point. A segment with an invalid tail is truncated and every later segment deleted."""
+    point. A segment with an invalid tail is truncated and every later segment deleted.
+    Returns the base offsets of the segments recovered."""
     bases = [s.base_offset for s in segments]
     i = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+    recovered: set[int] = set()
     while i < len(segments):
         seg = segments[i]
         truncated = seg.recover()
+        recovered.add(seg.base_offset)
         if truncated > 0:
             log.warning("%s: corruption in segment %d, truncated %d bytes and deleting %d later "
                         "segments", seg.dir.name, seg.base_offset, truncated,
@@ -893,3 +985,4 @@ def _recover_from(segments: list[LogSegment], recovery_point: int) -> None:
             del segments[i + 1:]
             break
         i += 1
+    return recovered

@@ -483,3 +483,70 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None, int]], *, ba
     length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload)
     return _PREFIX.pack(base_offset, length, partition_leader_epoch, MAGIC_V2) + \
         _U32.pack(crc) + tail + payload
+
+
+# -- transaction markers (control batches) ---------------------------------------------------
+
+# Kafka's ControlRecordType ids, in the control record's key.
+CONTROL_TYPE_ABORT = 0
+CONTROL_TYPE_COMMIT = 1
+CONTROL_RECORD_KEY_VERSION = 0
+END_TXN_MARKER_VALUE_VERSION = 0
+_CONTROL_KEY = struct.Struct(">hh")      # version, type
+_END_TXN_VALUE = struct.Struct(">hi")    # version, coordinator epoch
+
+
+def build_end_txn_marker(producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         commit: bool, timestamp: int, partition_leader_epoch: int = -1) -> bytes:
+    """A COMMIT/ABORT marker as Kafka's MemoryRecords.withEndTransactionMarker writes it: a v2
+    batch with the transactional and control bits, no sequence, and one record whose key is
+    ``int16 version 0, int16 type`` and whose value is ``int16 version 0, int32 coordinator
+    epoch`` (EndTransactionMarker)."""
+    key = _CONTROL_KEY.pack(CONTROL_RECORD_KEY_VERSION,
+                            CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT)
+    value = _END_TXN_VALUE.pack(END_TXN_MARKER_VALUE_VERSION, coordinator_epoch)
+    return build_batch([(key, value, timestamp)], producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
+                       partition_leader_epoch=partition_leader_epoch, transactional=True,
+                       control=True)
+
+
+def parse_control_type(key: bytes | None) -> int:
+    """The type id of a control record key (Kafka's ControlRecordType.parse): at least 4 bytes,
+    a non-negative version; a newer version is read as version 0."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise InvalidRecordError(
+            f"Invalid value size found for end control record key. Must have at least "
+            f"{_CONTROL_KEY.size} bytes, but found only {0 if key is None else len(key)}")
+    version, ctype = _CONTROL_KEY.unpack_from(key, 0)
+    if version < 0:
+        raise InvalidRecordError(f"Invalid version found for control record: {version}. "
+                                 f"May indicate data corruption")
+    return ctype
+
+
+def parse_end_txn_marker(batch: Buffer, header: BatchHeader) -> tuple[int, int]:
+    """``(control_type, coordinator_epoch)`` of the marker batch ``batch`` (its whole bytes).
+
+    Raises CorruptRecordError for undecodable records and InvalidRecordError for a batch that
+    is not one COMMIT/ABORT marker record (Kafka's EndTransactionMarker.deserialize)."""
+    if not header.is_control:
+        raise InvalidRecordError("Not a control batch")
+    records = decode_records(batch, header)
+    if len(records) != 1:
+        raise InvalidRecordError(
+            f"A transaction marker batch holds exactly one record, found {len(records)}")
+    rec = records[0]
+    ctype = parse_control_type(rec.key)
+    if ctype not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
+        raise InvalidRecordError(f"Invalid record type for end transaction marker: {ctype}")
+    value = rec.value
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise InvalidRecordError(
+            f"Invalid value size found for end transaction marker. Must have at least "
+            f"{_END_TXN_VALUE.size} bytes, but found only {0 if value is None else len(value)}")
+    version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value, 0)
+    if version < 0:
+        raise InvalidRecordError(f"Invalid version found for end transaction marker: {version}. "
+                                 f"May indicate data corruption")
+    return ctype, coordinator_epoch

@@ -1,4 +1,5 @@
-"""LogSegment: one ``.log`` file of record batches plus its ``.index`` and ``.timeindex``.
+"""LogSegment: one ``.log`` file of record batches plus its ``.index``, ``.timeindex`` and (from
+the first aborted transaction on) ``.txnindex``.
 
 Files are named by the segment's base offset, 20 digits (``00000000000000000000.log``). Batches
 are appended exactly as the Log hands them over (offsets already assigned) with one gather
@@ -25,6 +26,7 @@ from kafkalite.log.record_batch import (ATTRIBUTES_OFFSET, HEADER_STRUCT, LOG_OV
                                         MAGIC_OFFSET, MAGIC_V2, NO_TIMESTAMP,
                                         RECORD_BATCH_OVERHEAD, BatchHeader, decode_records)
 from kafkalite.log.time_index import TimeIndex
+from kafkalite.log.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -143,6 +145,9 @@ class LogSegment:
                                             base_offset, config.segment_index_bytes)
             self.time_index = TimeIndex(time_index_file(dir, base_offset, suffix),
                                         base_offset, config.segment_index_bytes)
+            # Opened lazily: the file exists only once a transaction was aborted here.
+            self.txn_index = TransactionIndex(txn_index_file(dir, base_offset, suffix),
+                                              base_offset)
         except BaseException:
             self.file.close()
             raise
@@ -345,6 +350,7 @@ class LogSegment:
         try:
             self.offset_index.sanity_check(self._size)
             self.time_index.sanity_check()
+            self.txn_index.sanity_check()
         except Exception:
             return False
         next_offset, ok = self._scan_tail()
@@ -476,9 +482,13 @@ class LogSegment:
 
     def recover(self) -> int:
         """Re-validate every batch from the start, rebuild both indexes, truncate an invalid or
-        torn tail. Returns the number of bytes truncated (Kafka's LogSegment.recover)."""
+        torn tail. Returns the number of bytes truncated (Kafka's LogSegment.recover).
+
+        The transaction index is emptied: its entries depend on producer state from earlier
+        segments, so the Log rebuilds them while replaying producer state over this segment."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         valid = 0
         last_index_entry = 0
         max_ts, max_off = NO_TIMESTAMP, self.base_offset
@@ -526,6 +536,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         # The truncated segment becomes the active one: give its indexes room again.
         self.offset_index.resize(self.offset_index.max_index_size)
         self.time_index.resize(self.time_index.max_index_size)
@@ -561,6 +572,7 @@ class LogSegment:
             os.fsync(self.file.fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as e:
             raise KafkaStorageError(f"I/O error flushing {self.log_path}: {e}") from e
 
@@ -588,9 +600,7 @@ class LogSegment:
                              f"not {old_suffix!r}")
         self.offset_index.rename_to(offset_index_file(self.dir, self.base_offset, new_suffix))
         self.time_index.rename_to(time_index_file(self.dir, self.base_offset, new_suffix))
-        txn = txn_index_file(self.dir, self.base_offset, old_suffix)
-        if txn.exists():
-            os.replace(txn, txn_index_file(self.dir, self.base_offset, new_suffix))
+        self.txn_index.rename_to(txn_index_file(self.dir, self.base_offset, new_suffix))
         new_log = log_file(self.dir, self.base_offset, new_suffix)
         try:
             os.replace(self.log_path, new_log)
@@ -605,7 +615,7 @@ class LogSegment:
         (removed at the next load) rather than a log without indexes being trusted."""
         self.close_handlers()
         for path in (self.log_path, self.offset_index.path, self.time_index.path,
-                     txn_index_file(self.dir, self.base_offset, self.suffix)):
+                     self.txn_index.path):
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -615,4 +625,18 @@ class LogSegment:
     def sanity_check(self) -> None:
         self.offset_index.sanity_check(self._size)
         self.time_index.sanity_check()
+        self.txn_index.sanity_check()
+
+    # -- transactions ------------------------------------------------------------------------
+    def update_txn_index(self, producer_id: int, first_offset: int, last_offset: int,
+                         is_aborted: bool, last_stable_offset: int) -> None:
+        """Record a completed transaction whose marker lies in this segment: only aborts
+        are indexed (Kafka's LogSegment.updateTxnIndex)."""
+        if is_aborted:
+            self.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset,
+                                             last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
+                             ) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 

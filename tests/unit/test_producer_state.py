@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kafkalite.log.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from kafkalite.log.producer_state import (NUM_BATCHES_TO_RETAIN, ORIGIN_CLIENT,
+from kafkalite.log.producer_state import (NUM_BATCHES_TO_RETAIN, ORIGIN_CLIENT, CompletedTxn,
+                                          EndTxnMarker,
                                           ORIGIN_COORDINATOR, ORIGIN_REPLICATION,
                                           ProducerStateManager, in_sequence)
 from kafkalite.log.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader
@@ -136,8 +137,10 @@ def test_transactions_and_expiration() -> None:
     # Open transactions keep a producer alive.
     assert psm.remove_expired_producers(now_ms=100 + 10_000, expiration_ms=1000) == 1
     assert set(psm.producers) == {8}
-    append(psm, hdr(8, 0, -1, 1, 14, ts=100, attributes=CONTROL_MASK | TRANSACTIONAL_MASK),
-           origin=ORIGIN_COORDINATOR)
+    marker = hdr(8, 0, -1, 1, 14, ts=100, attributes=CONTROL_MASK | TRANSACTIONAL_MASK)
+    updates, dup = psm.analyze([marker], ORIGIN_COORDINATOR, {14: EndTxnMarker(1, 0)})
+    assert dup is None
+    assert psm.commit(updates, 15) == [(CompletedTxn(8, 10, 14, False), 15)]
     assert psm.last_entry(8).current_txn_first_offset is None
     assert psm.remove_expired_producers(now_ms=100 + 999, expiration_ms=1000) == 0
     assert psm.remove_expired_producers(now_ms=100 + 1000, expiration_ms=1000) == 1
