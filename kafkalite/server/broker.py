@@ -17,6 +17,8 @@ from kafkalite.controller.metadata_store import LocalMetadataStore
 from kafkalite.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, OffsetConfig
 from kafkalite.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkalite.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from kafkalite.coordinator.transaction.transaction_state_manager import TransactionConfig, TransactionStateManager
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleaner
 from kafkalite.log.log_manager import LogManager
 from kafkalite.network.socket_server import Endpoint, SocketServer
@@ -32,6 +34,8 @@ from kafkalite.server.handlers import (api_versions, create_topics, delete_group
 from kafkalite.server.handlers import (alter_configs, create_partitions, delete_records, describe_cluster,
                                        describe_configs, describe_log_dirs, incremental_alter_configs)
 from kafkalite.server.handlers import describe_producers, txn_offset_commit
+from kafkalite.server.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
+                                       list_transactions, write_txn_markers)
 from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.server.scheduler import Scheduler
@@ -50,6 +54,7 @@ class KafkaServer:
         self.store: Optional[LocalMetadataStore] = None
         self.replica_manager: Optional[ReplicaManager] = None
         self.group_coordinator: Optional[GroupCoordinator] = None
+        self.transaction_coordinator: Optional[TransactionCoordinator] = None
         self.scheduler = Scheduler()
         self.bound: list[Endpoint] = []
         self.log_cleaner: Optional[LogCleaner] = None
@@ -107,15 +112,33 @@ class KafkaServer:
                          retention_check_interval_ms=cfg.offsets_retention_check_interval_ms),
             group_storage)
         self.group_coordinator.startup()
+        producer_ids = ProducerIdManager(self.broker_id, self.store)
+        self.transaction_coordinator = TransactionCoordinator(
+            self.broker_id,
+            TransactionStateManager(self.broker_id, self.replica_manager, controller, TransactionConfig(
+                transactional_id_expiration_ms=cfg.transactional_id_expiration_ms,
+                transaction_max_timeout_ms=cfg.transaction_max_timeout_ms,
+                num_partitions=cfg.transaction_state_log_num_partitions,
+                replication_factor=cfg.transaction_state_log_replication_factor,
+                segment_bytes=cfg.transaction_state_log_segment_bytes,
+                load_buffer_size=cfg.transaction_state_log_load_buffer_size,
+                min_isr=cfg.transaction_state_log_min_isr,
+                abort_timed_out_transactions_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                remove_expired_transactional_ids_interval_ms=cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+                request_timeout_ms=cfg.request_timeout_ms)),
+            producer_ids, self.replica_manager, cache, self.group_coordinator)
+        self.transaction_coordinator.startup()
         services = BrokerServices(
             broker_id=self.broker_id, config=cfg, metadata_cache=cache,
             replica_manager=self.replica_manager, controller=controller,
-            producer_id_manager=ProducerIdManager(self.broker_id, self.store),
+            producer_id_manager=producer_ids,
             fetch_sessions=FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
-            group_coordinator=self.group_coordinator, group_metadata_manager=group_storage)
+            group_coordinator=self.group_coordinator, group_metadata_manager=group_storage,
+            transaction_coordinator=self.transaction_coordinator)
         # this broker leads every `__consumer_offsets` partition it hosts: load them (requests for
         # their groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile)
         self.group_coordinator.elect_led_partitions(find_coordinator.led_offsets_partitions(services))
+        self.transaction_coordinator.elect_led_partitions()   # likewise for `__transaction_state`
         specs += [
             api_versions.make(lambda: specs),
             metadata.make(services),
@@ -144,6 +167,12 @@ class KafkaServer:
             delete_records.make(services),
             describe_cluster.make(services),
             describe_log_dirs.make(services),
+            add_partitions_to_txn.make(services),
+            add_offsets_to_txn.make(services),
+            end_txn.make(services),
+            write_txn_markers.make(services),
+            describe_transactions.make(services),
+            list_transactions.make(services),
             txn_offset_commit.make(services),
             describe_producers.make(services),
         ]
@@ -212,6 +241,8 @@ class KafkaServer:
         # and acks=all produces complete now with what the logs hold.
         if self.socket_server is not None:
             self.socket_server.stop_accepting()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.shutdown()   # its timer and marker tasks
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         if self.replica_manager is not None:

@@ -8,6 +8,7 @@ from kafkalite.controller.local_controller import LocalController
 from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
 from kafkalite.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
+from kafkalite.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from kafkalite.replica.replica_manager import ReplicaManager
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.server.metadata_cache import MetadataCache
@@ -24,3 +25,4 @@ class BrokerServices:
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
     group_metadata_manager: GroupMetadataManager
+    transaction_coordinator: TransactionCoordinator

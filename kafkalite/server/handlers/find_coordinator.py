@@ -1,11 +1,11 @@
 """FindCoordinator (key 10): the broker leading the `__consumer_offsets` partition of a group
-(key type 0), one key (v0-3) or a batch of keys (v4+).
+(key type 0) or of the `__transaction_state` partition of a transactional id (key type 1), one
+key (v0-3) or a batch of keys (v4+).
 
-As Kafka (ZooKeeper mode) does, the first request finding no `__consumer_offsets` topic creates it
-and answers COORDINATOR_NOT_AVAILABLE; the client retries. Transaction keys (type 1) get
-COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator yet, which is what Kafka answers
-while it cannot create `__transaction_state`. Other key types (share groups, v6) are refused with
-INVALID_REQUEST: this broker has no share coordinator.
+As Kafka (ZooKeeper mode) does, the first request finding no `__consumer_offsets` /
+`__transaction_state` topic creates it and answers COORDINATOR_NOT_AVAILABLE; the client retries.
+Other key types (share groups, v6) are refused with INVALID_REQUEST: this broker has no share
+coordinator.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Optional
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from kafkalite.coordinator.group.types import GROUP_METADATA_TOPIC_NAME
+from kafkalite.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC_NAME
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -51,9 +52,29 @@ def make(services: BrokerServices) -> ApiSpec:
     coordinator = services.group_coordinator
     manager = services.group_metadata_manager
 
+    def find_transaction(ctx: RequestContext, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+        txn = services.transaction_coordinator
+        if key is None:
+            return ErrorCode.INVALID_REQUEST, NO_NODE
+        topic = cache.topic(TRANSACTION_STATE_TOPIC_NAME)
+        if topic is None:
+            txn.ensure_topic()
+            txn.elect_led_partitions()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        info = topic.partitions.get(txn.partition_for(key))
+        if info is None or info.leader < 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        broker = cache.brokers.get(info.leader)
+        ep = broker.endpoint(ctx.listener_name) if broker is not None else None
+        if ep is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        if info.leader == services.broker_id:
+            txn.elect_led_partitions()
+        return ErrorCode.NONE, (info.leader, ep.host, ep.port)
+
     def find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
         if key_type == KEY_TYPE_TRANSACTION:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+            return find_transaction(ctx, key)
         if key_type != KEY_TYPE_GROUP:
             return ErrorCode.INVALID_REQUEST, NO_NODE
         topic = cache.topic(GROUP_METADATA_TOPIC_NAME)
