@@ -88,8 +88,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: every offset below the high watermark is stable.
-        return self.high_watermark
+        """Below it every transaction is decided (Kafka's LSO): the first offset of the earliest
+        ongoing transaction, capped by the high watermark."""
+        return self.log.last_stable_offset(self.high_watermark)
 
     def maybe_increment_high_watermark(self) -> bool:
         leo = self.log.log_end_offset

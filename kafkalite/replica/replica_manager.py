@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Optional
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.errors import OffsetOutOfRangeError
 from kafkalite.log.log import ORIGIN_CLIENT
+from kafkalite.log.record_batch import split_batches
 from kafkalite.log.log_manager import LogManager
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.purgatory import DelayedOperationPurgatory
@@ -28,6 +29,10 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+
+# Fetch / ListOffsets isolation levels
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 
 def now_ms() -> int:
@@ -193,6 +198,8 @@ class ReplicaManager:
                 data = p.log.read(info.fetch_offset, adjusted, upper, min_one_message)
                 result = FetchPartitionResult(ErrorCode.NONE, hw, lso, lso_start, data,
                                               p.leader_id, p.leader_epoch)
+                if isolation_level == READ_COMMITTED:
+                    result.aborted_transactions = self._aborted_transactions(p, info.fetch_offset, result)
                 if data.size > 0:
                     min_one_message = False
                 limit = max(0, limit - data.size)
@@ -207,6 +214,20 @@ class ReplicaManager:
                     result.log_start_offset = p2.log_start_offset
             out.append((tp, result))
         return out
+
+    @staticmethod
+    def _aborted_transactions(p: Partition, fetch_offset: int, result: FetchPartitionResult
+                              ) -> list[tuple[int, int]]:
+        """Kafka's addAbortedTransactions: the aborted transactions overlapping the fetched range,
+        [fetch offset, the offset after the last batch read)."""
+        if result.size == 0:
+            return []
+        batches, _valid = split_batches(result.records())
+        if not batches:
+            return []
+        upper_bound = batches[-1][1].next_offset
+        return [(t.producer_id, t.first_offset)
+                for t in p.log.collect_aborted_transactions(fetch_offset, upper_bound)]
 
     # -- list offsets ------------------------------------------------------------------------
     def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int,

@@ -35,13 +35,20 @@ class FetchPartitionResult:
     data: Optional[FetchDataInfo] = None
     leader_id: int = -1
     leader_epoch: int = -1
+    # read_committed fetches: the aborted transactions overlapping the data, (producer id, first
+    # offset), so the client drops their records; None (null on the wire) for read_uncommitted
+    aborted_transactions: Optional[list[tuple[int, int]]] = None
+    # the data's bytes once read (a read_committed fetch reads them to bound the aborted list)
+    data_bytes: Optional[bytes] = None
 
     @property
     def size(self) -> int:
         return self.data.size if self.data is not None else 0
 
     def records(self) -> bytes:
-        return self.data.read_bytes() if self.data is not None else b""
+        if self.data_bytes is None:
+            self.data_bytes = self.data.read_bytes() if self.data is not None else b""
+        return self.data_bytes
 
 
 @dataclass(slots=True)

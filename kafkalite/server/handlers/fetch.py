@@ -91,7 +91,6 @@ def make(services: BrokerServices) -> ApiSpec:
             by_key[k] = FetchPartitionResult(code)
 
         # Shape the response for the context.
-        isolation = req.isolation_level
         included: list[tuple[CachedPartition, FetchPartitionResult]] = []
         if fctx.kind == "incremental":
             session = fctx.session
@@ -100,8 +99,11 @@ def make(services: BrokerServices) -> ApiSpec:
                 r = by_key.get(cp.key)
                 if r is None:
                     continue
+                # a moved last stable offset (a transaction decided) is news for a read_committed
+                # consumer even when nothing else changed
+                lso_moved = cp.last_stable_offset != r.last_stable_offset
                 if cp.maybe_update_response(r.error, r.high_watermark, r.last_stable_offset,
-                                            r.log_start_offset, r.size > 0):
+                                            r.log_start_offset, r.size > 0) or lso_moved:
                     included.append((cp, r))
                     if r.size > 0:
                         # fairness (KIP-227): partitions that returned data go to the back
@@ -129,8 +131,10 @@ def make(services: BrokerServices) -> ApiSpec:
             topics[-1].partitions.append(P(
                 partition_index=partition, error_code=r.error, high_watermark=r.high_watermark,
                 last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-                aborted_transactions=[] if isolation == 1 else None, preferred_read_replica=-1,
-                records=r.records()))
+                aborted_transactions=None if r.aborted_transactions is None else [
+                    P.AbortedTransaction(producer_id=pid, first_offset=first)
+                    for pid, first in r.aborted_transactions],
+                preferred_read_replica=-1, records=r.records()))
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
                     responses=topics)
 
