@@ -21,7 +21,7 @@ marker per partition per transaction; the mock writes markers too).
 The order of the two targets alternates every round; medians over the rounds are reported.
 
 Usage:
-  python scripts/bench_txn.py [--messages 50000] [--value-size 1024] [--repeat 5]
+  python scripts/bench_txn.py [--messages 100000] [--value-size 1024] [--repeat 5]
                               [--txn-size 100] [--json out.json] [--targets kafkalite,mock]
 """
 from __future__ import annotations
@@ -187,7 +187,7 @@ def table(results: Results, args: argparse.Namespace) -> str:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=50000)
+    ap.add_argument("--messages", type=int, default=100000)
     ap.add_argument("--value-size", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--txn-size", type=int, default=100)
