@@ -32,6 +32,8 @@ from kafkalite.log.producer_state import (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORI
 from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader,
                                         decode_records, parse_end_txn_marker, split_batches,
                                         stamped_header, validate_batch)
+from kafkalite.log.producer_snapshot import (CorruptSnapshotError, list_snapshots, read_snapshot,
+                                             snapshot_file, write_snapshot)
 from kafkalite.log.transaction_index import AbortedTxn
 from kafkalite.log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
                                    SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment,
@@ -137,6 +139,8 @@ class Log:
         # its segments in (a truncated segment can roll again and look unchanged).
         self._truncations = 0
         self.producer_state = ProducerStateManager()
+        # Offset of the newest producer-state snapshot written or loaded (-1: none).
+        self._last_snapshot_offset = -1
         try:
             self.topic, self.partition = parse_topic_partition(dir.name)
         except ValueError:
@@ -187,19 +191,73 @@ class Log:
 
     def _rebuild_producer_state(self, rebuild_txn_index: set[int] | frozenset[int] = frozenset()
                                 ) -> None:
-        """Fold every batch into fresh producer state. The segments whose base offset is in
-        ``rebuild_txn_index`` were recovered (their transaction index emptied): the aborted
-        transactions completed by their markers are indexed again, with the LSO the replay
-        computes — the same one the original append recorded."""
-        psm = ProducerStateManager()
+        """Producer state at the log end offset: the newest valid snapshot at or below it (a
+        corrupt one is deleted and the next older tried; snapshots above it are stale and
+        deleted), then every batch from the snapshot's offset folded in (Kafka's
+        rebuildProducerState). Without a snapshot the whole log is replayed.
+
+        The segments whose base offset is in ``rebuild_txn_index`` were recovered (their
+        transaction index emptied): the replay starts at or below them and indexes again the
+        aborted transactions their markers complete, with the LSO the replay computes — the
+        same one the original append recorded."""
         end = self._next_offset
-        for seg in self._segments:
-            rebuild = seg.base_offset in rebuild_txn_index
-            completed = psm.apply_replicated(*_producer_batches(seg, end))
-            if rebuild:
+        snapshots = list_snapshots(self.dir)
+        for off, path in snapshots.items():
+            if off > end:
+                path.unlink(missing_ok=True)
+        limit = min([end, *rebuild_txn_index])
+        psm = ProducerStateManager()
+        start = -1
+        for off in sorted((o for o in snapshots if o <= limit), reverse=True):
+            try:
+                entries = read_snapshot(snapshots[off])
+            except CorruptSnapshotError as e:
+                log.warning("%s: deleting unusable producer snapshot %s: %s", self.name,
+                            snapshots[off].name, e)
+                snapshots[off].unlink(missing_ok=True)
+                continue
+            for entry in entries:
+                psm.load_producer_entry(entry)
+            start = off
+            break
+        self._last_snapshot_offset = max((o for o in snapshots if o <= end and
+                                          snapshot_file(self.dir, o).exists()), default=-1)
+        psm.map_end_offset = max(start, 0)
+        for i, seg in enumerate(self._segments):
+            seg_end = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else end
+            if seg_end <= start:
+                continue
+            headers, markers = _producer_batches(seg, end)
+            if start > seg.base_offset:
+                headers = [h for h in headers if h.base_offset >= start]
+            completed = psm.apply_replicated(headers, markers)
+            if seg.base_offset in rebuild_txn_index:
                 _index_completed(seg, completed)
         psm.map_end_offset = end
+        psm.on_log_start_offset_incremented(self._log_start_offset)
         self.producer_state = psm
+
+    # -- producer-state snapshots ------------------------------------------------------------
+    def take_producer_snapshot(self) -> bool:
+        """Snapshot the producer state at the log end offset, unless one exists there
+        (Kafka's takeSnapshot, at roll and at close). Returns whether one was written."""
+        return self.take_producer_snapshot_at(self._next_offset)
+
+    def take_producer_snapshot_at(self, offset: int) -> bool:
+        if offset <= self._last_snapshot_offset:
+            return False
+        write_snapshot(snapshot_file(self.dir, offset), self.producer_state.producers.values())
+        self._last_snapshot_offset = offset
+        return True
+
+    def producer_snapshot_offsets(self) -> list[int]:
+        return list(list_snapshots(self.dir))
+
+    def _delete_snapshots(self, predicate: Callable[[int], bool]) -> None:
+        for off, path in list_snapshots(self.dir).items():
+            if predicate(off):
+                path.unlink(missing_ok=True)
+        self._last_snapshot_offset = max(list_snapshots(self.dir), default=-1)
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -456,6 +514,11 @@ class Log:
         seg = _new_segment(self.dir, new_offset, self._config, now)
         self._segments.append(seg)
         self._bases.append(new_offset)
+        # The state as of the new segment's base: a restart replays from here, not from the
+        # start of the log (Kafka snapshots at every roll).
+        if self.producer_state.map_end_offset < new_offset:
+            self.producer_state.map_end_offset = new_offset
+        self.take_producer_snapshot_at(new_offset)
         return seg
 
     # -- reading -----------------------------------------------------------------------------
@@ -594,6 +657,7 @@ class Log:
         if self._closed:
             return
         self.flush()
+        self.take_producer_snapshot()
         for seg in self._segments:
             seg.close()
         self._closed = True
@@ -633,6 +697,8 @@ class Log:
         self._next_offset = target_offset
         self._log_start_offset = min(target_offset, self._log_start_offset)
         self._recovery_point = min(self._recovery_point, target_offset)
+        # Snapshots past the new end describe data that is gone.
+        self._delete_snapshots(lambda off: off > target_offset)
         self._rebuild_producer_state()
         return True
 
@@ -649,6 +715,7 @@ class Log:
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
         self.producer_state.truncate_fully_and_start_at(new_offset)
+        self._delete_snapshots(lambda _off: True)
 
     # -- compaction --------------------------------------------------------------------------
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment], *,
@@ -812,7 +879,13 @@ class Log:
         return count
 
     def _on_log_start_offset_incremented(self) -> None:
-        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        start = self._log_start_offset
+        self.producer_state.on_log_start_offset_incremented(start)
+        # Snapshots below the log start are not needed to rebuild the state — but the newest
+        # is kept whatever its offset: a restart starts from it.
+        offsets = list(list_snapshots(self.dir))
+        newest = offsets[-1] if offsets else None
+        self._delete_snapshots(lambda off: off < start and off != newest)
 
 
 # -- loading helpers --------------------------------------------------------------------------

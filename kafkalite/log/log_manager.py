@@ -238,6 +238,17 @@ class LogManager:
             total += lg.delete_old_segments(now, hw)
         return total
 
+    def remove_expired_producers(self, now_ms: int, producer_id_expiration_ms: int) -> int:
+        """Forget, in every log, the producers idle for ``producer.id.expiration.ms`` (never
+        one with an ongoing transaction); Kafka's removeExpiredProducers job. Returns how
+        many were removed."""
+        total = 0
+        for lg in list(self._logs.values()):
+            if not lg.closed:
+                total += lg.producer_state.remove_expired_producers(now_ms,
+                                                                    producer_id_expiration_ms)
+        return total
+
     def _logs_in(self, d: Path) -> dict[TopicPartitionKey, Log]:
         return {k: lg for k, lg in self._logs.items() if self._dir_of.get(k) == d}
 

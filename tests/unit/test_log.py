@@ -299,12 +299,20 @@ def test_idempotent_duplicate_and_gap(tmp_path: Path) -> None:
     assert exc2.value.error_code == 47
     assert lg.log_end_offset == 6
     lg.close()
-    # The state is rebuilt from the log on open: the retry is still recognised.
+    # The state is loaded from the snapshot written at close: as in Kafka it keeps each
+    # producer's last batch, so a retry of that one is still recognised.
     again = open_log(path, had_clean_shutdown=True)
-    dup = again.append_as_leader(b0, 0, T0)
-    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    dup = again.append_as_leader(b1, 0, T0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (3, 5)
     assert again.append_as_leader(batch(1, pid=100, epoch=1, seq=5), 0, T0).first_offset == 6
     again.close()
+    # Without the snapshot the log is replayed: every cached batch is back.
+    for snap in path.glob("*.snapshot"):
+        snap.unlink()
+    third = open_log(path, had_clean_shutdown=True)
+    dup = third.append_as_leader(b0, 0, T0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    third.close()
 
 
 def test_compacted_topic_requires_keys(tmp_path: Path) -> None:
@@ -591,7 +599,7 @@ def test_leftover_files_are_cleaned(tmp_path: Path) -> None:
     again = open_log(path, had_clean_shutdown=True)
     assert sorted(p.name for p in path.iterdir()) == [
         "00000000000000000000.index", "00000000000000000000.log",
-        "00000000000000000000.timeindex"]
+        "00000000000000000000.timeindex", "00000000000000000002.snapshot"]
     assert again.log_end_offset == 2
     again.close()
 

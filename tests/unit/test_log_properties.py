@@ -452,21 +452,46 @@ class IdempotenceMachine(RuleBasedStateMachine):
         self.model = Model()
         self.epoch = 0
         self.sent: list[MBatch] = []     # every idempotent batch sent and accepted, in order
+        # The producer's state as the log holds it: (epoch, last five batches of that epoch).
+        # A reload (reopen, truncation) starts from a producer snapshot, which keeps only the
+        # last batch (Kafka's layout), then replays the log past it.
+        self.state: tuple[int | None, list[MBatch]] = (None, [])
+        self.snaps: dict[int, tuple[int | None, list[MBatch]]] = {}
 
     def teardown(self) -> None:
         self.lg.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _entry(self) -> tuple[int | None, list[MBatch]]:
-        """(epoch, last five batches of that epoch) as a fold over the log's batches."""
-        epoch, recent = None, []
+        return self.state
+
+    @staticmethod
+    def _fold(state: tuple[int | None, list[MBatch]], b: MBatch) -> tuple[int | None, list[MBatch]]:
+        epoch, recent = state
+        if b.pid != IdempotenceMachine.PID:
+            return state
+        if b.epoch != epoch:
+            epoch, recent = b.epoch, []
+        return epoch, (recent + [b])[-5:]
+
+    def _append(self, data: bytes) -> object:
+        """Append; a roll snapshots the state as it was at the new segment's base."""
+        before, pre_leo = self.state, self.model.leo
+        info = self.lg.append_as_leader(data, 0, T0)
+        if pre_leo in self.lg.producer_snapshot_offsets() and pre_leo not in self.snaps:
+            self.snaps[pre_leo] = (before[0], before[1][-1:])
+        return info
+
+    def _reload(self, leo: int) -> None:
+        """The state after loading the newest snapshot at or below ``leo`` and replaying."""
+        for off in [o for o in self.snaps if o > leo]:
+            del self.snaps[off]
+        start = max((o for o in self.snaps), default=None)
+        state = self.snaps[start] if start is not None else (None, [])
         for b in self.model.batches:
-            if b.pid != self.PID:
-                continue
-            if b.epoch != epoch:
-                epoch, recent = b.epoch, []
-            recent = (recent + [b])[-5:]
-        return epoch, recent
+            if start is None or b.base >= start:
+                state = self._fold(state, b)
+        self.state = state
 
     def _send(self, epoch: int, seq: int, n: int) -> None:
         recs = [(T0 + i, b"i") for i in range(n)]
@@ -489,12 +514,13 @@ class IdempotenceMachine(RuleBasedStateMachine):
             with pytest.raises(errors.OutOfOrderSequenceError):
                 self.lg.append_as_leader(data, 0, T0)
             return
-        info = self.lg.append_as_leader(data, 0, T0)
+        info = self._append(data)
         assert not info.duplicate and info.first_offset == self.model.leo
         b = MBatch(self.model.leo, recs, len(data), self.PID, epoch, seq)
         self.model.batches.append(b)
         self.model.leo += n
         self.sent.append(b)
+        self.state = self._fold(self.state, b)
 
     def _next_seq(self) -> int:
         epoch, recent = self._entry()
@@ -529,15 +555,18 @@ class IdempotenceMachine(RuleBasedStateMachine):
     @rule()
     def other_producer(self) -> None:
         data = make_batch([(T0, b"n")])
-        info = self.lg.append_as_leader(data, 0, T0)
+        info = self._append(data)
         self.model.batches.append(MBatch(info.first_offset, [(T0, b"n")], len(data)))
         self.model.leo += 1
 
     @rule()
     def reopen(self) -> None:
         self.lg.close()
+        if self.model.leo not in self.snaps:
+            self.snaps[self.model.leo] = (self.state[0], self.state[1][-1:])
         self.lg = Log.open(self.path, LogConfig(segment_bytes=600), had_clean_shutdown=True,
                            now_ms=T0)
+        self._reload(self.model.leo)
 
     @precondition(lambda self: bool(self.model.batches))
     @rule(data=st.data())
@@ -547,6 +576,7 @@ class IdempotenceMachine(RuleBasedStateMachine):
         self.model.batches = [x for x in self.model.batches if x.base < b.base]
         self.model.leo = b.base
         self.sent = [x for x in self.sent if x.base < b.base]
+        self._reload(b.base)
 
     @invariant()
     def log_matches(self) -> None:
