@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import confluent_kafka as ck
 import pytest
@@ -217,3 +217,52 @@ def test_read_committed_and_uncommitted_consumers(rc_broker: BrokerProcess) -> N
         finally:
             for r in readers + uncommitted:
                 r.c.close()
+
+
+def test_read_committed_incremental_fetch_session(rc_broker: BrokerProcess) -> None:
+    """KIP-227 sessions with isolation_level=1: a partition is sent again when its data, HW or LSO
+    moves, with the aborted transactions of what it returns."""
+    from kafka.protocol.consumer import FetchRequest
+
+    from kafkalite.log.record_batch import split_batches
+
+    bootstrap = rc_broker.bootstrap_servers
+    topic = "rcs-" + uuid.uuid4().hex[:10]
+    create_topic(bootstrap, topic, num_partitions=1)
+    T = FetchRequest.FetchTopic
+
+    def fetch(c: RawClient, session_id: int, epoch: int, offset: Optional[int]) -> Any:
+        topics = [] if offset is None else [T(topic=topic, partitions=[T.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=1 << 20)])]
+        r = c.request(FetchRequest[12](cluster_id=None, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                       isolation_level=1, session_id=session_id, session_epoch=epoch, topics=topics,
+                                       forgotten_topics_data=[], rack_id=""))
+        assert r.error_code == NONE, r
+        return r
+
+    def part(r: Any) -> Optional[tuple[int, int, Optional[list[tuple[int, int]]], list[tuple[int, int, bool]]]]:
+        """(HW, LSO, aborted, [(base offset, last offset, control)]) or None if not in the response."""
+        if not r.responses:
+            return None
+        p = r.responses[0].partitions[0]
+        found, _ = split_batches(p.records or b"")
+        batches = [(h.base_offset, h.last_offset, h.is_control) for _pos, h in found]
+        aborted = None if p.aborted_transactions is None else [(a.producer_id, a.first_offset)
+                                                                 for a in p.aborted_transactions]
+        return p.high_watermark, p.last_stable_offset, aborted, batches
+
+    with RawClient(bootstrap) as c:
+        first = fetch(c, 0, 0, 0)
+        sid = first.session_id
+        assert sid != 0 and part(first) == (0, 0, [], [])
+        producer = RawTxnProducer(c, "rcs-" + topic)
+        producer.send(topic, 0, vals("x", 2))                       # 0-1, open: HW 2, LSO 0
+        assert part(fetch(c, sid, 1, None)) == (2, 0, [], [])
+        assert part(fetch(c, sid, 2, None)) is None                 # nothing moved
+        producer.end(commit=True)                                   # marker 2
+        assert part(fetch(c, sid, 3, None)) == (3, 3, [], [(0, 1, False), (2, 2, True)])
+        producer.send(topic, 0, vals("y", 1))                       # 3
+        producer.end(commit=False)                                  # marker 4
+        assert part(fetch(c, sid, 4, 3)) == (5, 5, [(producer.pid, 3)], [(3, 3, False), (4, 4, True)])
+        assert part(fetch(c, sid, 5, 5)) is None

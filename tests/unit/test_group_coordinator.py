@@ -640,15 +640,28 @@ def test_wire_find_coordinator_each_version(wire_broker: BrokerProcess, wire: Ra
         assert (r.error_code, r.node_id, r.host, r.port) == (0, 0, "127.0.0.1", wire_broker.port)
         if v >= 1:
             assert r.error_message == "NONE"
-            txn = wire.request(FindCoordinatorRequest[v](key="txn", key_type=1))
-            assert (txn.error_code, txn.node_id, txn.host, txn.port) == (15, -1, "", -1)
-            assert txn.error_message == "The coordinator is not available."
+            # the transaction coordinator: COORDINATOR_NOT_AVAILABLE until __transaction_state exists
+            txn = _find_txn_coordinator(wire, lambda: wire.request(FindCoordinatorRequest[v](key="txn", key_type=1)))
+            assert (txn.error_code, txn.node_id, txn.host, txn.port) == (0, 0, "127.0.0.1", wire_broker.port)
         return
     r = wire.request(FindCoordinatorRequest[v](key_type=0, coordinator_keys=["a", "b"]))
     assert [(x.key, x.error_code, x.node_id, x.host, x.port, x.error_message) for x in r.coordinators] == \
         [(k, 0, 0, "127.0.0.1", wire_broker.port, None) for k in ("a", "b")]
-    txn = wire.request(FindCoordinatorRequest[v](key_type=1, coordinator_keys=["t"]))
-    assert [(x.key, x.error_code, x.node_id, x.host, x.port) for x in txn.coordinators] == [("t", 15, -1, "", -1)]
+    txn = _find_txn_coordinator(
+        wire, lambda: wire.request(FindCoordinatorRequest[v](key_type=1, coordinator_keys=["t"])).coordinators[0])
+    assert (txn.key, txn.error_code, txn.node_id, txn.host, txn.port) == ("t", 0, 0, "127.0.0.1", wire_broker.port)
+
+
+def _find_txn_coordinator(c: RawClient, ask: Callable[[], Any]) -> Any:
+    """FindCoordinator(TRANSACTION), retried while the broker creates and loads __transaction_state."""
+    deadline = time.monotonic() + 10
+    while True:
+        r = ask()
+        if r.error_code != ErrorCode.COORDINATOR_NOT_AVAILABLE:
+            return r
+        assert (r.node_id, r.host, r.port) == (-1, "", -1)
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
 
 
 def _wire_join(c: RawClient, v: int, group: str, member_id: str = "", instance: Optional[str] = None) -> Any:

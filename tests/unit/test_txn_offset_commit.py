@@ -244,3 +244,47 @@ def test_expiration_keeps_a_group_with_pending_transactional_offsets(tmp_path: P
             assert fetched(c, "g", [T0, T1, T2], stable=True) == {T0: (-1, E.NONE), T1: (60, E.NONE),
                                                                    T2: (70, E.NONE)}
     run(main())
+
+
+# ==== the handler's per-version error mapping ==========================================================
+
+def test_handler_maps_load_in_progress_before_v2() -> None:
+    from types import SimpleNamespace
+
+    from kafka.protocol.producer import TxnOffsetCommitRequest
+
+    from kafkalite.server.handlers import txn_offset_commit
+
+    calls: list[tuple[Any, ...]] = []
+
+    class Coordinator:
+        async def handle_txn_commit_offsets(self, *args: Any) -> dict[tuple[str, int], ErrorCode]:
+            calls.append(args)
+            return {tp: E.COORDINATOR_LOAD_IN_PROGRESS for tp in args[-1]}
+
+    class Cache:
+        def topic(self, name: str) -> Any:
+            return SimpleNamespace(partitions={0: None, 1: None}) if name == "t" else None
+
+    spec = txn_offset_commit.make(SimpleNamespace(group_coordinator=Coordinator(), metadata_cache=Cache()))  # type: ignore[arg-type]
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+    for v in range(4):
+        req = TxnOffsetCommitRequest[v](
+            transactional_id="tx", group_id="g", producer_id=1, producer_epoch=2, generation_id=3, member_id="m",
+            group_instance_id="i", topics=[T(name="t", partitions=[P(partition_index=1, committed_offset=5,
+                                                                        committed_leader_epoch=7, committed_metadata=None),
+                                                                      P(partition_index=9, committed_offset=5,
+                                                                        committed_leader_epoch=7, committed_metadata="x")]),
+                                           T(name="u", partitions=[P(partition_index=0, committed_offset=1,
+                                                                     committed_leader_epoch=-1, committed_metadata="")])])
+        ctx = SimpleNamespace(api_version=v)
+        resp = run(spec.handler(ctx, req))  # type: ignore[arg-type]
+        got = [(t.name, p.partition_index, p.error_code) for t in resp.topics for p in t.partitions]
+        loading = E.COORDINATOR_NOT_AVAILABLE if v < 2 else E.COORDINATOR_LOAD_IN_PROGRESS
+        assert got == [("t", 1, loading), ("t", 9, E.UNKNOWN_TOPIC_OR_PARTITION), ("u", 0, E.UNKNOWN_TOPIC_OR_PARTITION)]
+        group, tid, pid, epoch, member, instance, generation, offsets = calls[-1]
+        assert (group, tid, pid, epoch) == ("g", "tx", 1, 2)
+        assert (member, instance, generation) == (("m", "i", 3) if v >= 3 else ("", None, -1))
+        [(tp, o)] = offsets.items()
+        assert (tp, o.offset, o.leader_epoch, o.metadata) == (("t", 1), 5, 7 if v >= 2 else -1, "")
