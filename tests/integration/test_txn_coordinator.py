@@ -445,3 +445,26 @@ def test_state_survives_restart(tmp_path) -> None:
             assert end_txn(c, ongoing, po, eo, commit=True) == NONE
             wait_state(c, ongoing, "CompleteCommit")
             assert init_ok(c, done) == (pd, ed + 1)
+
+
+def test_idle_transactional_id_expires(tmp_path) -> None:
+    overrides = dict(OVERRIDES, **{"transactional.id.expiration.ms": "1000",
+                                   "transaction.remove.expired.transaction.cleanup.interval.ms": "300"})
+    with BrokerProcess(log_dir=tmp_path / "logs", overrides=overrides) as b, RawClient(b.bootstrap_servers) as c:
+        ensure_txn_topic(c)
+        txn_id = tid()
+        pid, _ = init_ok(c, txn_id)
+        assert describe(c, txn_id)[0].error_code == NONE
+        wait_until(lambda: describe(c, txn_id)[0].error_code == TRANSACTIONAL_ID_NOT_FOUND, 10,
+                   what=f"{txn_id} expired")
+        assert txn_id not in {t.transactional_id for t in
+                              c.request(ListTransactionsRequest[0](state_filters=[], producer_id_filters=[]))
+                              .transaction_states}
+        # the tombstone keeps it gone after a restart; a new InitProducerId starts a new producer id
+        b.restart()
+        with RawClient(b.bootstrap_servers) as c2:
+            ensure_txn_topic(c2)
+            wait_until(lambda: describe(c2, txn_id)[0].error_code == TRANSACTIONAL_ID_NOT_FOUND, 10,
+                       what="reloaded without the expired id")
+            new_pid, epoch = init_ok(c2, txn_id)
+            assert new_pid != pid and epoch == 0
