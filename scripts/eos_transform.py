@@ -45,6 +45,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                     help="exit after this long without input (0: run until killed)")
     ap.add_argument("--delay-ms", type=float, default=0.0,
                     help="sleep per record (to make a transaction last long enough to be killed in)")
+    ap.add_argument("--pause-open-ms", type=float, default=0.0,
+                    help="sleep this long after each 'open' event (a slow step mid-transaction)")
     ap.add_argument("--prefix", default="T:")
     ap.add_argument("--mode", choices=("assign", "subscribe"), default="assign")
     ap.add_argument("--transaction-timeout-ms", type=int, default=60000)
@@ -155,6 +157,8 @@ class Transformer:
                 if self.in_txn == half:
                     self.producer.flush(30)
                     emit(event="open", pending=self.in_txn, total=self.total)
+                    if self.args.pause_open_ms:
+                        time.sleep(self.args.pause_open_ms / 1000)
             self.producer.poll(0)
             idle = time.monotonic() - last_input
             if self.in_txn >= self.args.commit_every or (self.in_txn and (not msgs or idle > 0.5)):

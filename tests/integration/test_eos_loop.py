@@ -95,10 +95,11 @@ def feed(bootstrap: str, topic: str, m: int) -> dict[int, list[bytes]]:
 
 
 def transformer_args(bootstrap: str, src: str, dst: str, group: str, tid: str, commit_every: int,
-                     delay_ms: float, idle_exit_s: float) -> list[str]:
+                     delay_ms: float, idle_exit_s: float, pause_open_ms: float = 0) -> list[str]:
     return ["--bootstrap", bootstrap, "--input", src, "--output", dst, "--group", group,
             "--transactional-id", tid, "--commit-every", str(commit_every),
-            "--delay-ms", str(delay_ms), "--idle-exit-s", str(idle_exit_s)]
+            "--delay-ms", str(delay_ms), "--idle-exit-s", str(idle_exit_s),
+            "--pause-open-ms", str(pause_open_ms)]
 
 
 def kill_while_open(t: Transformer, min_commits: int, timeout: float = 30.0) -> int:
@@ -129,7 +130,9 @@ def run_loop(broker: BrokerProcess, m: int, kills: int, commit_every: int, delay
     rnd = random.Random(seed)
     killed_totals = []
     for _ in range(kills):
-        t = Transformer(transformer_args(bs, src, dst, group, tid, commit_every, delay_ms, 0))
+        # A pause after each half-written transaction leaves the kill a wide window inside it.
+        t = Transformer(transformer_args(bs, src, dst, group, tid, commit_every, delay_ms, 0,
+                                         pause_open_ms=300))
         try:
             killed_totals.append(kill_while_open(t, min_commits=rnd.randint(1, 3)))
         finally:
@@ -159,4 +162,4 @@ def test_eos_transform_survives_sigkill(eos_broker: BrokerProcess) -> None:
 
 @pytest.mark.soak
 def test_eos_transform_survives_repeated_sigkills(eos_broker: BrokerProcess) -> None:
-    run_loop(eos_broker, m=20000, kills=8, commit_every=200, delay_ms=0.2, seed=2)
+    run_loop(eos_broker, m=50000, kills=12, commit_every=200, delay_ms=0.2, seed=2)
