@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 
 S = TransactionState
 
-# Errors.TRANSACTIONAL_ID_NOT_FOUND (KIP-664); kafkalite.protocol.errors.ErrorCode lacks it.
-TRANSACTIONAL_ID_NOT_FOUND = 105
 
 MARKER_RETRY_BACKOFF_S = 0.1
 
@@ -554,7 +552,7 @@ class TransactionCoordinator:
         if error != ErrorCode.NONE:
             return DescribedTransaction(transactional_id, error)
         if entry is None or entry.metadata.state is S.DEAD:
-            return DescribedTransaction(transactional_id, TRANSACTIONAL_ID_NOT_FOUND)
+            return DescribedTransaction(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
         m = entry.metadata
         topics: dict[str, list[int]] = {}
         for tp in sorted(m.topic_partitions, key=lambda tp: (tp.topic, tp.partition)):
