@@ -208,6 +208,11 @@ class KafkaServer:
         flush_ms = cfg.log_flush_interval_ms_effective
         if flush_ms < 2**62:
             self.scheduler.schedule("kafka-log-flusher", flush, flush_ms)
+        # Kafka's PeriodicProducerExpirationCheck: forget producers idle past producer.id.expiration.ms
+        self.scheduler.schedule(
+            "PeriodicProducerExpirationCheck",
+            lambda: lm.remove_expired_producers(int(time.time() * 1000), cfg.producer_id_expiration_ms),
+            cfg.producer_id_expiration_check_interval_ms)
 
     def _start_log_cleaner(self) -> None:
         """Compaction (Kafka starts its LogCleaner with the LogManager when enabled)."""
