@@ -20,21 +20,26 @@ a batch byte-for-byte when nothing changes, rebuilds it from the surviving recor
 change: a rebuilt batch keeps its base offset and its last offset delta, so later offsets of
 the partition stay where they were and consumers read across the gaps.
 
-Kept whole, for later issues: control batches and transactional batches (the transaction
-coordinator and the aborted-transaction index are not built yet, so the cleaner neither drops
-markers nor lets transactional records supersede others).
+Transactions (Kafka's CleanedTransactionMetadata): the aborted transactions of the cleaned
+range come from the segments' ``.txnindex``; batches of an aborted transaction are discarded
+(and never enter the offset map), committed transactional data is compacted like any other. A
+COMMIT/ABORT marker stays while batches of its transaction are still in the log (an aborted
+one keeps its ``.txnindex`` entry in the cleaned segment); once none is left the marker gets a
+delete horizon (``now + delete.retention.ms``, KIP-534) and a later round removes it. The
+round never goes past the first unstable offset (the cleaner manager's upper bound).
 
 Everything here runs in a worker thread on descriptors duplicated from the segments, and never
 touches a live segment's state: the event loop keeps appending, rolling and serving reads.
 """
 from __future__ import annotations
 
+import heapq
 import os
 import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from crc32c import crc32c
 
@@ -42,16 +47,18 @@ from kafkalite.config.log_config import LogConfig
 from kafkalite.log.errors import CorruptRecordError
 from kafkalite.log.offset_map import SkimpyOffsetMap
 from kafkalite.log.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK,
-                                        COMPRESSION_NONE, DELETE_HORIZON_MASK, HEADER_STRUCT,
+                                        COMPRESSION_NONE, CONTROL_TYPE_ABORT,
+                                        CONTROL_TYPE_COMMIT, DELETE_HORIZON_MASK, HEADER_STRUCT,
                                         LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2,
                                         RECORD_BATCH_OVERHEAD, BatchHeader, _compress,
-                                        _decompress)
+                                        _decompress, parse_control_type)
 from kafkalite.log.segment import (CLEANED_SUFFIX, LogSegment, log_file, offset_index_file,
                                    time_index_file, txn_index_file)
+from kafkalite.log.transaction_index import AbortedTxn, TransactionIndex
 
 __all__ = ["CleanerStats", "CleaningAborted", "SourceSegment", "CleanedGroup", "FilterResult",
-           "build_offset_map", "group_segments_by_size", "clean_group", "filter_batch",
-           "iter_source_batches"]
+           "CleanedTransactionMetadata", "build_offset_map", "group_segments_by_size",
+           "clean_group", "filter_batch", "iter_source_batches"]
 
 _PREFIX = struct.Struct(">qiib")        # baseOffset, batchLength, partitionLeaderEpoch, magic
 _CRC_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (the first CRC'd bytes)
@@ -127,6 +134,89 @@ class FilterResult(NamedTuple):
     records_retained: int
     tombstone_horizon_ms: int | None  # horizon of the written batch if it keeps tombstones
     invalid: int                      # keyless records dropped
+
+
+# -- transactions -----------------------------------------------------------------------------
+
+class CleanedTransactionMetadata:
+    """What the cleaner knows about transactions while it walks batches in offset order
+    (Kafka's CleanedTransactionMetadata): the aborted transactions of the range (from the
+    transaction index) become "ongoing aborted" once the walk reaches their first offset; a
+    transactional batch of one is discardable; any other transactional batch marks its
+    producer's transaction as committed-with-data. A marker is discardable when no batch of
+    its transaction was seen; an ABORT marker that stays copies its index entry to
+    ``cleaned_index``."""
+
+    __slots__ = ("_pending", "_seen", "_ongoing_committed", "_ongoing_aborted",
+                 "cleaned_index")
+
+    def __init__(self, aborted: Iterable[AbortedTxn] = (),
+                 cleaned_index: TransactionIndex | None = None) -> None:
+        self._pending: list[tuple[int, int, AbortedTxn]] = []    # heap by first offset
+        self._seen: set[tuple[int, int]] = set()
+        self._ongoing_committed: set[int] = set()
+        # producer id -> [aborted txn, last offset of a batch of it seen in this walk]
+        self._ongoing_aborted: dict[int, list] = {}
+        self.cleaned_index = cleaned_index
+        self.add_aborted_transactions(aborted)
+
+    def add_aborted_transactions(self, aborted: Iterable[AbortedTxn]) -> None:
+        for txn in aborted:
+            key = (txn.producer_id, txn.first_offset)
+            if key not in self._seen:       # consecutive segments' searches overlap
+                self._seen.add(key)
+                heapq.heappush(self._pending, (txn.first_offset, txn.last_offset, txn))
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0][0] <= offset:
+            txn = heapq.heappop(pending)[2]
+            self._ongoing_aborted.setdefault(txn.producer_id, [txn, None])
+
+    def on_batch_read(self, h: BatchHeader) -> bool:
+        """A data batch: True when it belongs to an aborted transaction (discard it)."""
+        self._consume_aborted_up_to(h.last_offset)
+        if not h.is_transactional:
+            return False
+        meta = self._ongoing_aborted.get(h.producer_id)
+        if meta is not None:
+            meta[1] = h.last_offset
+            return True
+        self._ongoing_committed.add(h.producer_id)
+        return False
+
+    def on_control_batch_read(self, h: BatchHeader, control_type: int | None) -> bool:
+        """A marker (``control_type`` None: an empty control batch, already cleaned): True
+        when no batch of its transaction remains, so it may go after its delete horizon."""
+        self._consume_aborted_up_to(h.last_offset)
+        if control_type is None:
+            return True
+        pid = h.producer_id
+        if control_type == CONTROL_TYPE_ABORT:
+            meta = self._ongoing_aborted.pop(pid, None)
+            if meta is not None and meta[1] is not None:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(meta[0])
+                return False
+            return True
+        if control_type == CONTROL_TYPE_COMMIT:
+            if pid in self._ongoing_committed:
+                self._ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
+
+
+def _control_type(data: memoryview, h: BatchHeader) -> int | None:
+    """The control record type of a control batch, None when it has no record left."""
+    if h.records_count <= 0:
+        return None
+    spans = _parse_spans(_records_body(data, h), h.records_count)
+    key = spans[0][_KEY] if spans else None
+    try:
+        return parse_control_type(None if key is None else bytes(key))
+    except Exception as e:  # a malformed control record: keep the batch as it is
+        raise CorruptRecordError(f"Unreadable control record at offset {h.base_offset}: {e}") from e
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -294,11 +384,14 @@ def _varint(value: int) -> bytes:
 def build_offset_map(sources: Sequence[SourceSegment], start: int, end: int,
                      offset_map: SkimpyOffsetMap, load_factor: float, stats: CleanerStats, *,
                      start_position: int = 0, io_buffer_size: int = 1 << 20,
-                     check_done: Callable[[], None] | None = None) -> None:
+                     check_done: Callable[[], None] | None = None,
+                     aborted: Iterable[AbortedTxn] = ()) -> None:
     """Kafka's buildOffsetMap over the dirty ``sources`` (those overlapping [start, end), in
     order; ``start_position`` is where the first one's scan may begin): each key's last offset
     from ``start`` on. Stops when the map holds ``slots * load_factor`` keys — the round then
-    ends at ``offset_map.latest_offset + 1``, possibly inside a segment."""
+    ends at ``offset_map.latest_offset + 1``, possibly inside a segment. Records of the
+    ``aborted`` transactions never enter the map; committed transactional records do."""
+    txn_meta = CleanedTransactionMetadata(aborted)
     offset_map.clear()
     # The round covers at least everything below the first dirty offset (the clean section,
     # re-cleaned with this map), even when the dirty section is empty.
@@ -314,7 +407,12 @@ def build_offset_map(sources: Sequence[SourceSegment], start: int, end: int,
             if h.last_offset < start:
                 continue
             _check_crc(data, h)
-            if not h.is_control and not h.is_transactional:
+            if h.is_control:
+                txn_meta.on_control_batch_read(h, _control_type(data, h))
+                stats.map_messages_read += max(h.records_count, 0)
+            elif txn_meta.on_batch_read(h):
+                stats.map_messages_read += max(h.records_count, 0)     # aborted: not keyed
+            else:
                 base = h.base_offset
                 spans = _parse_spans(_records_body(data, h), h.records_count)
                 for sp in spans:
@@ -325,8 +423,6 @@ def build_offset_map(sources: Sequence[SourceSegment], start: int, end: int,
                             return
                         put(key, off)
                 stats.map_messages_read += len(spans)
-            else:
-                stats.map_messages_read += max(h.records_count, 0)
             offset_map.update_latest_offset(h.last_offset)
         # Offsets may have gaps (an earlier round): the map covers the whole segment.
         offset_map.update_latest_offset(next_start - 1)
@@ -369,7 +465,8 @@ def group_segments_by_size(sources: Sequence[SourceSegment], max_size: int, max_
 # -- filtering one batch ----------------------------------------------------------------------
 
 def filter_batch(data: memoryview, h: BatchHeader, offset_map: SkimpyOffsetMap, now_ms: int,
-                 delete_retention_ms: int, retain_empty: bool) -> FilterResult:
+                 delete_retention_ms: int, retain_empty: bool,
+                 txn: CleanedTransactionMetadata | None = None) -> FilterResult:
     """The cleaner's filter on one batch (Kafka's MemoryRecords.filterTo + LogCleaner's
     RecordFilter). A record survives when it lies past the map (``> latest_offset``), or has a
     key whose last offset in the map is not later than its own and is either a value or a
@@ -379,9 +476,42 @@ def filter_batch(data: memoryview, h: BatchHeader, offset_map: SkimpyOffsetMap, 
     ``retain_empty`` keeps a batch whose records all go as an empty batch (header only, same
     base and last offset): the last batch of an active producer (its sequence numbers), and the
     last batch of a cleaned segment (so the segment keeps its offset range).
+
+    With ``txn`` (the walk's transaction state, batches fed in offset order) transactions are
+    Kafka's: an aborted transaction's batch loses all its records; a marker whose transaction
+    has no batch left gets a delete horizon and, once it has passed, goes. Without it control
+    and transactional batches are kept whole.
     """
-    if h.is_control or h.is_transactional:
-        return FilterResult(data, max(h.records_count, 0), max(h.records_count, 0), None, 0)
+    n_records = max(h.records_count, 0)
+    if txn is None:
+        if h.is_control or h.is_transactional:
+            return FilterResult(data, n_records, n_records, None, 0)
+    elif h.is_control:
+        can_discard = txn.on_control_batch_read(h, _control_type(data, h))
+        has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
+        if can_discard and has_horizon and now_ms >= h.base_timestamp:
+            # the marker's transaction is gone and delete.retention.ms has passed
+            if retain_empty and n_records == 0:
+                return FilterResult(data, 0, 0, None, 0)
+            if retain_empty:
+                return FilterResult(_empty_batch(h), n_records, 0, None, 0)
+            return FilterResult(None, n_records, 0, None, 0)
+        if can_discard and not has_horizon and n_records > 0:
+            # KIP-534: the marker's delete horizon, set once, in its base timestamp
+            body = _records_body(data, h)
+            spans = _parse_spans(body, h.records_count)
+            horizon = now_ms + delete_retention_ms
+            return FilterResult(_rebuild(h, body, spans, horizon, True), n_records, n_records,
+                                horizon, 0)
+        return FilterResult(data, n_records, n_records,
+                            h.base_timestamp if can_discard and has_horizon else None, 0)
+    elif txn.on_batch_read(h):
+        # a batch of an aborted transaction: every record goes
+        if retain_empty and n_records == 0:
+            return FilterResult(data, 0, 0, None, 0)
+        if retain_empty:
+            return FilterResult(_empty_batch(h), n_records, 0, None, 0)
+        return FilterResult(None, n_records, 0, None, 0)
     body = _records_body(data, h)
     spans = _parse_spans(body, h.records_count)
     base = h.base_offset
@@ -477,13 +607,24 @@ def _remove_cleaned_files(dir: Path, base_offset: int) -> None:
 def clean_group(dir: Path, group: Sequence[SourceSegment], offset_map: SkimpyOffsetMap,
                 config: LogConfig, now_ms: int, producer_last_offsets: Mapping[int, int],
                 round_upper_bound: int, stats: CleanerStats, *, io_buffer_size: int = 1 << 20,
-                check_done: Callable[[], None] | None = None) -> CleanedGroup:
+                check_done: Callable[[], None] | None = None,
+                aborted_txns: Mapping[int, Sequence[AbortedTxn]] | None = None,
+                producer_marker_epochs: Mapping[int, int] | None = None) -> CleanedGroup:
     """Kafka's cleanSegments: write the surviving batches of ``group`` into one segment named
     ``<first base offset>.log.cleaned`` (+ indexes), flushed, with the last old segment's
-    modification time. The caller swaps it in, or deletes it."""
+    modification time. The caller swaps it in, or deletes it.
+
+    ``aborted_txns`` maps each source segment's base offset to the aborted transactions
+    overlapping it (its transaction index search); with it transactions are cleaned as Kafka
+    does and the kept ABORT markers' entries go to the cleaned segment's ``.txnindex``.
+    ``producer_marker_epochs``: active producers whose last record is a marker, with their
+    epoch — that marker stays (maybe empty) for fencing."""
     base = group[0].base_offset
     _remove_cleaned_files(dir, base)
     cleaned = LogSegment.open(dir, base, config, now_ms=now_ms, suffix=CLEANED_SUFFIX)
+    txn = (CleanedTransactionMetadata(cleaned_index=cleaned.txn_index)
+           if aborted_txns is not None else None)
+    marker_epochs = producer_marker_epochs or {}
     pending: int | None = None
     changed = False
     try:
@@ -492,18 +633,22 @@ def clean_group(dir: Path, group: Sequence[SourceSegment], offset_map: SkimpyOff
         buffered = 0
         last_src = len(group) - 1
         for i, src in enumerate(group):
+            if txn is not None and aborted_txns is not None:
+                txn.add_aborted_transactions(aborted_txns.get(src.base_offset, ()))
             for pos, data, h in iter_source_batches(src.fd, src.size, 0, io_buffer_size,
                                                     check_done):
                 _check_crc(data, h)
                 retain_empty = ((h.producer_id >= 0
                                  and producer_last_offsets.get(h.producer_id) == h.last_offset)
+                                or (h.is_control and h.producer_id >= 0
+                                    and marker_epochs.get(h.producer_id) == h.producer_epoch)
                                 or h.next_offset == round_upper_bound
                                 # The last batch of the group: the cleaned segment then ends
                                 # where the old ones did, which crash recovery relies on to
                                 # know which old segments a ``.swap`` replaces.
                                 or (i == last_src and pos + h.size == src.size))
                 r = filter_batch(data, h, offset_map, now_ms, config.delete_retention_ms,
-                                 retain_empty)
+                                 retain_empty, txn)
                 stats.bytes_read += h.size
                 stats.messages_read += r.records_read
                 stats.invalid_messages += r.invalid

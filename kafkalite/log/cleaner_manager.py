@@ -121,7 +121,9 @@ def cleanable_offsets(log_: "Log", last_clean_offset: int | None, now_ms: int,
         first_dirty, force = checkpoint, False
     segs = log_.segments
     bases = [s.base_offset for s in segs]
-    uncleanable = min(upper_bound, segs[-1].base_offset)
+    # Never past the first unstable offset: an open transaction's outcome is not known yet
+    # (Kafka bounds the cleaner by the last stable offset under the high watermark).
+    uncleanable = min(log_.last_stable_offset(upper_bound), segs[-1].base_offset)
     min_lag = max(log_.config.min_compaction_lag_ms, 0)
     if min_lag > 0:
         for s in _non_active_segments_from(segs, bases, first_dirty):
@@ -486,6 +488,10 @@ class LogCleaner:
         producer_last = {pid: e.last_data_offset
                          for pid, e in log_.producer_state.producers.items()
                          if e.last_data_offset >= 0}
+        # ... and a producer whose last record is a marker keeps that marker (its epoch fences)
+        marker_epochs = {pid: e.producer_epoch
+                         for pid, e in log_.producer_state.producers.items()
+                         if e.last_data_offset < 0}
         first_dirty, first_uncleanable = ltc.first_dirty_offset, ltc.first_uncleanable_offset
         sources = self._snapshot(log_, first_uncleanable)
 
@@ -496,6 +502,14 @@ class LogCleaner:
                 raise CleaningAborted("the log was closed")
 
         try:
+            # The aborted transactions from the transaction indexes, read here on the loop:
+            # of the dirty section for the map, and per source segment for the cleaned ones.
+            dirty_aborted = log_.collect_aborted_transactions(first_dirty, first_uncleanable)
+            aborted_by_base = {
+                s.base_offset: log_.collect_aborted_transactions(
+                    s.base_offset, sources[i + 1].base_offset if i + 1 < len(sources)
+                    else s.segment.next_offset())
+                for i, s in enumerate(sources)}
             dirty = [s for i, s in enumerate(sources)
                      if (sources[i + 1].base_offset if i + 1 < len(sources)
                          else first_uncleanable) > first_dirty]
@@ -509,7 +523,8 @@ class LogCleaner:
             await asyncio.to_thread(
                 build_offset_map, dirty, first_dirty, first_uncleanable, offset_map,
                 self.config.dedupe_buffer_load_factor, stats, start_position=start_position,
-                io_buffer_size=self.config.io_buffer_size, check_done=check_done)
+                io_buffer_size=self.config.io_buffer_size, check_done=check_done,
+                aborted=dirty_aborted)
             end_offset = offset_map.latest_offset + 1
             stats.index_done()
             groups = group_segments_by_size([s for s in sources if s.base_offset < end_offset],
@@ -520,7 +535,8 @@ class LogCleaner:
                 cleaned = await asyncio.to_thread(
                     clean_group, log_.dir, group, offset_map, cfg, now, producer_last,
                     first_uncleanable, stats, io_buffer_size=self.config.io_buffer_size,
-                    check_done=check_done)
+                    check_done=check_done, aborted_txns=aborted_by_base,
+                    producer_marker_epochs=marker_epochs)
                 if cleaned.pending_delete_horizon_ms is not None:
                     pending = cleaned.pending_delete_horizon_ms if pending is None \
                         else min(pending, cleaned.pending_delete_horizon_ms)
