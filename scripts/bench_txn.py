@@ -14,10 +14,11 @@ in idempotence), a 3-partition topic with message i to partition i mod 3:
                     commit_transaction (which flushes), repeated; each transaction spans all 3
                     partitions.
 
-Timed from the first produce() to the final flush()/commit_transaction() return; metadata and
-init_transactions() are done before the clock starts. Success is checked from the high
-watermarks afterwards: N for plain/idempotent, N + 3 x (N/100) for transactional (one COMMIT
-marker per partition per transaction; the mock writes markers too).
+Timed from the first produce() to the final flush()/commit_transaction() return; metadata,
+init_transactions() and a warm-up of one delivered message per partition (in a transaction of
+its own for the transactional producer) come before the clock starts. Success is checked from
+the high watermarks afterwards: N + 3 for plain/idempotent, N + 3 + 3 x (N/100 + 1) for
+transactional (one COMMIT marker per partition per transaction; the mock writes markers too).
 The order of the two targets alternates every round; medians over the rounds are reported.
 
 Usage:
@@ -81,6 +82,17 @@ def measure(bootstrap: str, topic: str, mode: str, messages: int, value: bytes, 
                 if time.monotonic() > deadline:
                     raise bench.BenchError(f"{mode}: produce timed out at message {i}")
 
+    # Warm-up outside the clock: one message per partition, delivered (for the idempotent
+    # producer this also waits out its asynchronous InitProducerId; for the transactional one
+    # the first AddPartitionsToTxn / EndTxn round trips).
+    if mode == "transactional":
+        p.begin_transaction()
+    for q in range(PARTITIONS):
+        produce(topic, value, partition=q)
+    if mode == "transactional":
+        p.commit_transaction(30)
+    elif p.flush(30):
+        raise bench.BenchError(f"{mode}: warm-up messages undelivered")
     t0 = time.perf_counter()
     if mode == "transactional":
         for start in range(0, messages, txn_size):
@@ -101,11 +113,13 @@ def measure(bootstrap: str, topic: str, mode: str, messages: int, value: bytes, 
     return t1 - t0
 
 
-def expected_hw(target: str, mode: str, messages: int, txn_size: int) -> int:
+def expected_hw(mode: str, messages: int, txn_size: int) -> int:
+    """Messages + the warm-up's one per partition (+ a COMMIT marker per partition per
+    transaction, warm-up included)."""
     if mode == "transactional":
-        txns = -(-messages // txn_size)
-        return messages + PARTITIONS * txns
-    return messages
+        txns = -(-messages // txn_size) + 1
+        return messages + PARTITIONS + PARTITIONS * txns
+    return messages + PARTITIONS
 
 
 class Results:
@@ -148,7 +162,7 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                     s = measure(t.bootstrap, topic, mode, args.messages, value, args.txn_size,
                                 args.timeout, rnd)
                     hw = sum(h for _lo, h in bench.high_watermarks(t.bootstrap, topic))
-                    want = expected_hw(name, mode, args.messages, args.txn_size)
+                    want = expected_hw(mode, args.messages, args.txn_size)
                     if hw != want:
                         raise bench.BenchError(f"high watermarks sum to {hw}, expected {want}")
                 except (bench.BenchError, ck.KafkaException, RuntimeError, OSError) as e:
