@@ -425,20 +425,15 @@ class ProducerStateManager:
         if entry.current_txn_first_offset is not None:
             self._ongoing.put(TxnMetadata(entry.producer_id, entry.current_txn_first_offset))
 
-    def on_log_start_offset_incremented(self, log_start_offset: int) -> list[int]:
-        """The log start offset moved (retention, DeleteRecords): forget producers whose last
-        data lies below it — unless their transaction is ongoing, whose marker is still to
-        come — so a later produce from them is accepted with any sequence (KIP-360), and drop
-        completed transactions below it. Returns the removed producer ids."""
-        gone = [pid for pid, e in self._producers.items()
-                if e.current_txn_first_offset is None and e.last_data_offset < log_start_offset]
-        for pid in gone:
-            del self._producers[pid]
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """The log start offset moved (retention, DeleteRecords): drop completed transactions
+        below it. Producers are kept even when all their data is gone — as Kafka 2.8+ does,
+        they go only after ``producer.id.expiration.ms`` — so a retried batch is still
+        recognised; a producer that has expired is then accepted with any sequence (KIP-360)."""
         self._unreplicated.remove_where(
             lambda t: t.last_offset is not None and t.last_offset < log_start_offset)
         if self.map_end_offset < log_start_offset:
             self.map_end_offset = log_start_offset
-        return gone
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self._producers.clear()

@@ -210,8 +210,9 @@ def test_retention_keeps_transaction_state_through_restart(tmp_path: Path) -> No
     assert list(list_snapshots(lg.dir)) == [4, 8]
     assert lg.delete_old_segments(now) == 1
     assert lg.log_start_offset == 4
-    # Producer 2's data is gone: forgotten. Producer 1's transaction is still open: kept.
-    assert set(lg.producer_state.producers) == {1, 3}
+    # Producer 2's data is gone, its state stays (until producer.id.expiration.ms), as in
+    # Kafka 2.8+; producer 1's transaction is still open.
+    assert set(lg.producer_state.producers) == {1, 2, 3}
     assert lg.first_unstable_offset == 0
     assert list(list_snapshots(lg.dir)) == [4, 8]
     before = state(lg)
@@ -220,16 +221,18 @@ def test_retention_keeps_transaction_state_through_restart(tmp_path: Path) -> No
     assert state(again) == before
     again.close_handlers()
     crashed = open_log(lg.dir, cfg, recovery_point=4, log_start_offset=4)
-    assert state(crashed)["fuo"] == 0 and set(crashed.producer_state.producers) == {1, 3}
-    # A forgotten producer may go on with any sequence (KIP-360).
-    assert crashed.append_as_leader(data(2, 17, ts=now), 0, now).first_offset == 10
+    assert state(crashed)["fuo"] == 0 and set(crashed.producer_state.producers) == {1, 2, 3}
+    # Producer 2's sequence is still checked: a gap is refused, the next batch accepted.
+    with pytest.raises(errors.OutOfOrderSequenceError):
+        crashed.append_as_leader(data(2, 17, ts=now), 0, now)
+    assert crashed.append_as_leader(data(2, 2, ts=now), 0, now).first_offset == 10
     crashed.append_as_leader(build_end_txn_marker(1, 0, 0, False, now), 0, now,
                              origin=ORIGIN_COORDINATOR)                   # 12
     assert crashed.first_unstable_offset is None
     crashed.close()
 
 
-def test_delete_records_forgets_producers_and_old_snapshots(tmp_path: Path) -> None:
+def test_delete_records_keeps_producers_and_drops_old_snapshots(tmp_path: Path) -> None:
     size = len(data(1, 0))
     lg = open_log(tmp_path / "t-0", LogConfig(segment_bytes=size * 2 + 20))
     lg.append_as_leader(data(1, 0), 0, T0)        # 0-1
@@ -239,9 +242,14 @@ def test_delete_records_forgets_producers_and_old_snapshots(tmp_path: Path) -> N
     lg.append_as_leader(data(4, 2), 0, T0)        # 8-9
     assert list(list_snapshots(lg.dir)) == [4, 8]
     assert lg.maybe_increment_log_start_offset(5)
-    assert set(lg.producer_state.producers) == {1, 4}
+    assert set(lg.producer_state.producers) == {1, 2, 4}
     assert list(list_snapshots(lg.dir)) == [8]   # below the log start (the newest stays)
-    assert lg.append_as_leader(data(2, 99), 0, T0).first_offset == 10
+    # a retry of producer 2's batch below the log start is still a duplicate
+    dup = lg.append_as_leader(data(2, 0), 0, T0)
+    assert (dup.duplicate, dup.first_offset) == (True, 2)
+    # once expired it is forgotten, and then any sequence is accepted (KIP-360)
+    assert lg.producer_state.remove_expired_producers(T0 + 10_000, 5_000) == 3
+    assert lg.append_as_leader(data(2, 99), 0, T0 + 10_000).first_offset == 10
     assert lg.producer_state.producers[2].last_seq == 100
     lg.close()
 
