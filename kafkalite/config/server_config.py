@@ -387,6 +387,8 @@ class KafkaConfig(BaseModel):
     transaction_remove_expired_transaction_cleanup_interval_ms: Int = Field(
         MS_PER_HOUR, alias="transaction.remove.expired.transaction.cleanup.interval.ms", ge=1
     )
+    # KIP-890: a transactional produce to a partition not in the producer's transaction is refused
+    transaction_partition_verification_enable: Bool = Field(True, alias="transaction.partition.verification.enable")
     producer_id_expiration_ms: Int = Field(24 * MS_PER_HOUR, alias="producer.id.expiration.ms", ge=1)
     producer_id_expiration_check_interval_ms: Int = Field(
         10 * MS_PER_MINUTE, alias="producer.id.expiration.check.interval.ms", ge=1
@@ -663,7 +665,6 @@ IGNORED_KEYS: frozenset[str] = frozenset({
     "kafka.metrics.reporters",
     "kafka.metrics.polling.interval.secs",
     "zookeeper.set.acl",
-    "transaction.partition.verification.enable",
     "group.coordinator.rebalance.protocols",
     "group.coordinator.threads",
 })

@@ -102,6 +102,17 @@ class ReplicaManager:
                 p.log.update_config(config)
 
     # -- produce -----------------------------------------------------------------------------
+    def has_ongoing_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int) -> bool:
+        """Kafka's UnifiedLog.hasOngoingTransaction: the partition's producer state holds an open
+        transaction of this producer at this epoch (so its coordinator already knows the partition
+        is in the transaction: KIP-890 verification is only needed before the first batch)."""
+        p = self.partitions.get(tp)
+        if p is None:
+            return False
+        entry = p.log.producer_state.last_entry(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None \
+            and entry.producer_epoch == producer_epoch
+
     async def append_records(self, timeout_ms: int, required_acks: int,
                              entries: dict[TopicPartition, bytes | memoryview], *,
                              origin: str = ORIGIN_CLIENT

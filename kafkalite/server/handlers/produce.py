@@ -5,7 +5,7 @@ client notices, and so do we."""
 from __future__ import annotations
 
 import struct
-from typing import Optional
+from typing import Callable, Optional
 
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
@@ -18,6 +18,8 @@ from kafkalite.server.handlers.metadata import ZERO_UUID
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 from kafkalite.server.topic_validation import is_internal
+from kafkalite.server.txn_verification import (TransactionVerifier, produce_error, produce_operation,
+                                               transactional_producer)
 
 API_KEY = 0
 MIN_VERSION, MAX_VERSION = 3, 13
@@ -60,12 +62,41 @@ def first_batch_is_transactional(records: Optional[bytes]) -> bool:
 def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
     replica_manager = services.replica_manager
+    verifier = TransactionVerifier(services.config, replica_manager, services.transaction_coordinator, cache)
+
+    async def verify_transaction(v: int, transactional_id: Optional[str], entries: dict[TopicPartition, bytes],
+                                 fail: Callable[[TopicPartition, ProducePartitionResult], None]) -> None:
+        """KIP-890: refuse (and drop from `entries`) the transactional batches whose partition is
+        not in the producer's ongoing transaction. Called right before append_records: the last
+        verification and the append happen with no await in between."""
+        op = produce_operation(v)
+        producers = {tp: pe for tp, records in entries.items()
+                     if (pe := transactional_producer(records)) is not None}
+        if not producers or not verifier.applies(transactional_id, op):
+            return
+        assert transactional_id is not None
+        [(pid, epoch)] = set(producers.values())
+
+        def refuse(failed: dict[TopicPartition, ErrorCode]) -> None:
+            for tp, e in failed.items():
+                code, message = produce_error(e, op)
+                fail(tp, ProducePartitionResult(code, error_message=message))
+                del entries[tp]
+                del producers[tp]
+
+        if op.supports_epoch_bump:
+            # Transaction version 2 clients do not add partitions: the broker does.
+            refuse(await verifier.add(transactional_id, pid, epoch,
+                                      verifier.partitions_to_verify(pid, epoch, producers), op))
+        refuse(verifier.verify(transactional_id, pid, epoch,
+                               verifier.partitions_to_verify(pid, epoch, producers), op))
 
     async def handle(ctx: RequestContext, req: ProduceRequest) -> Optional[ProduceResponse]:
         v = ctx.api_version
         acks = req.acks
         errors: dict[tuple[str, object], dict[int, ProducePartitionResult]] = {}
         entries: dict[TopicPartition, bytes] = {}
+        slots: dict[TopicPartition, tuple[dict[int, ProducePartitionResult], int]] = {}
         order: list[tuple[object, str, object, list[int]]] = []   # (topic key, name, id, partitions)
         # Transactional records need a transactional id (Kafka authorizes the write to it first and
         # answers every partition with this error otherwise); an empty id or a transactional id on
@@ -104,6 +135,19 @@ def make(services: BrokerServices) -> ApiSpec:
                     errs[p.index] = ProducePartitionResult(invalid[0], error_message=invalid[1])
                     continue
                 entries[TopicPartition(name, p.index)] = p.records
+                slots[TopicPartition(name, p.index)] = (errs, p.index)
+        if len({pe for r in entries.values() if (pe := transactional_producer(r)) is not None}) > 1:
+            # Kafka refuses the whole request (InvalidPidMappingException from handleProduceAppend).
+            entries.clear()
+            for key, name, _tid, indices in order:
+                errors[(name or "", key)].update(
+                    (idx, ProducePartitionResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)) for idx in indices)
+        if entries:
+            def fail(tp: TopicPartition, result: ProducePartitionResult) -> None:
+                errs_of, idx = slots[tp]
+                errs_of[idx] = result
+
+            await verify_transaction(v, req.transactional_id, entries, fail)
         appended = await replica_manager.append_records(req.timeout_ms, acks, entries) if entries else {}
 
         if acks == 0:

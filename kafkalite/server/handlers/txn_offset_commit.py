@@ -9,6 +9,13 @@ like an OffsetCommit's: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_I
 COORDINATOR_LOAD_IN_PROGRESS is answered as COORDINATOR_NOT_AVAILABLE: clients from 0.11 to 2.0
 did not expect the loading error (KAFKA-7296). A fenced producer (stale epoch) gets
 INVALID_PRODUCER_EPOCH from the log append, as from Kafka's.
+
+Transaction verification (KIP-890, Kafka 3.6+ GroupCoordinator.handleTxnCommitOffsets): once the
+group's status is fine, the group's `__consumer_offsets` partition must be in the producer's
+transaction (AddOffsetsToTxn put it there) unless the producer already has a transaction open on
+it; otherwise every offset is refused (INVALID_TXN_STATE up to v3, where Kafka turns the
+coordinator's TRANSACTION_ABORTABLE into it; PRODUCER_FENCED as INVALID_PRODUCER_EPOCH) and
+nothing is written. Kafka's maybeConvertOffsetCommitError applies to those errors.
 """
 from __future__ import annotations
 
@@ -19,8 +26,12 @@ from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitRespo
 from kafkalite.coordinator.group.types import OffsetAndMetadata
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
+from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
+from kafkalite.server.topic_validation import GROUP_METADATA_TOPIC_NAME
+from kafkalite.server.txn_verification import (TransactionVerifier, txn_offset_commit_error,
+                                               txn_offset_commit_operation)
 
 API_KEY = 28
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -32,6 +43,25 @@ MIN_LOAD_IN_PROGRESS_VERSION = 2
 def make(services: BrokerServices) -> ApiSpec:
     coordinator = services.group_coordinator
     cache = services.metadata_cache
+    # (unit tests build this handler with a group coordinator and a metadata cache only)
+    verifier = TransactionVerifier(services.config, services.replica_manager, services.transaction_coordinator,
+                                   cache) if hasattr(services, "transaction_coordinator") else None
+
+    def verification_error(v: int, req: TxnOffsetCommitRequest) -> ErrorCode:
+        """The verification of the group's `__consumer_offsets` partition; synchronous, so nothing
+        runs between it and the coordinator's append."""
+        op = txn_offset_commit_operation(v)
+        group_id = req.group_id
+        if verifier is None or not verifier.applies(req.transactional_id, op):
+            return ErrorCode.NONE
+        # Kafka checks the group's status first: those errors are the coordinator's to answer.
+        if not group_id or not coordinator.is_active or coordinator.is_group_loading(group_id) \
+                or not coordinator.is_group_local(group_id):
+            return ErrorCode.NONE
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(group_id))
+        failed = verifier.verify(req.transactional_id, req.producer_id, req.producer_epoch,
+                                 verifier.partitions_to_verify(req.producer_id, req.producer_epoch, [tp]), op)
+        return txn_offset_commit_error(failed.get(tp, ErrorCode.NONE))
 
     def partition_exists(topic: str, partition: int) -> bool:
         info = cache.topic(topic)
@@ -57,7 +87,10 @@ def make(services: BrokerServices) -> ApiSpec:
                     leader_epoch=p.committed_leader_epoch if v >= MIN_LEADER_EPOCH_VERSION else -1,
                     metadata=p.committed_metadata if p.committed_metadata is not None else "",
                     commit_timestamp=now)
-        if to_commit:
+        verify_error = verification_error(v, req) if to_commit else ErrorCode.NONE
+        if verify_error != ErrorCode.NONE:
+            errors.update({tp: verify_error for tp in to_commit})
+        elif to_commit:
             member = v >= MIN_MEMBER_VERSION
             results = await coordinator.handle_txn_commit_offsets(
                 req.group_id, req.transactional_id, req.producer_id, req.producer_epoch,
