@@ -10,7 +10,6 @@ from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.producer import ProduceRequest, TxnOffsetCommitRequest
 
 from kafkalite.log.record_batch import build_batch
-from tests.harness import BrokerProcess
 from tests.integration.groups_util import find_coordinator
 from tests.integration.util import RawClient, create_topic
 
@@ -26,14 +25,14 @@ UNSTABLE_OFFSET_COMMIT = 88
 
 def txn_offset_commit(c: RawClient, version: int, group: str, pid: int, epoch: int,
                       offsets: dict[tuple[str, int], int], *, member: str = "", generation: int = -1,
-                      instance: Optional[str] = None) -> dict[tuple[str, int], int]:
+                      instance: Optional[str] = None, transactional_id: str = "tx") -> dict[tuple[str, int], int]:
     T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), off in offsets.items():
         by_topic.setdefault(topic, []).append(T.TxnOffsetCommitRequestPartition(
             partition_index=partition, committed_offset=off, committed_leader_epoch=-1, committed_metadata="md"))
     resp = c.request(TxnOffsetCommitRequest[version](
-        transactional_id="tx", group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=generation,
+        transactional_id=transactional_id, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=generation,
         member_id=member, group_instance_id=instance, topics=[T(name=n, partitions=ps) for n, ps in by_topic.items()]))
     return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
@@ -47,7 +46,14 @@ def offset_fetch(c: RawClient, group: str, topic: str, partitions: list[int], ve
     return {p.partition_index: (p.committed_offset, p.error_code) for t in resp.topics for p in t.partitions}
 
 
-def test_txn_offset_commit_versions_and_require_stable(broker: BrokerProcess, topic_name: str) -> None:
+# These two drive the log and the group coordinator with made-up producer ids, outside any
+# transaction the coordinator knows: with KIP-890 verification on, Kafka refuses such writes
+# (tests/integration/test_txn_verification.py), so they run on a broker with it switched off.
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
+
+
+def test_txn_offset_commit_versions_and_require_stable(broker_factory: Any, topic_name: str) -> None:
+    broker = broker_factory(UNVERIFIED)
     create_topic(broker.bootstrap_servers, topic_name, num_partitions=2)
     with RawClient(broker.bootstrap_servers) as c:
         assert c.api_versions()[28] == (0, 3)
@@ -96,7 +102,8 @@ def produce_raw(c: RawClient, transactional_id: Optional[str], parts: dict[tuple
     return {(t.name, p.index): p.error_code for t in resp.responses for p in t.partition_responses}
 
 
-def test_describe_producers_and_transactional_produce(broker: BrokerProcess, topic_name: str) -> None:
+def test_describe_producers_and_transactional_produce(broker_factory: Any, topic_name: str) -> None:
+    broker = broker_factory(UNVERIFIED)
     create_topic(broker.bootstrap_servers, topic_name, num_partitions=2)
     now = int(time.time() * 1000)
     idem = build_batch([(b"k", b"v%d" % i, now + i) for i in range(3)], producer_id=7001, producer_epoch=2,

@@ -138,7 +138,7 @@ def test_transaction_each_version(txn_broker: BrokerProcess, client: RawClient, 
                                                            producer_epoch=epoch, group_id=group))
     assert add_offsets.error_code == NONE
     find_coordinator(client, group)
-    assert txn_offset_commit(client, v, group, pid, epoch, {(topic, 0): 3, (topic, 1): 3}) == \
+    assert txn_offset_commit(client, v, group, pid, epoch, {(topic, 0): 3, (topic, 1): 3}, transactional_id=txn) == \
         {(topic, 0): NONE, (topic, 1): NONE}
     assert offset_fetch(client, group, topic, [0, 1], 7, require_stable=True) == \
         {0: (-1, UNSTABLE_OFFSET_COMMIT), 1: (-1, UNSTABLE_OFFSET_COMMIT)}
