@@ -22,7 +22,7 @@ from typing import Iterable
 
 from crc32c import crc32c
 
-from kafkalite.log.checkpoint import fsync_dir
+from kafkalite.log.checkpoint import atomic_write
 from kafkalite.log.errors import KafkaStorageError, LogError
 from kafkalite.log.producer_state import BatchMetadata, ProducerStateEntry
 from kafkalite.log.record_batch import INT32_MAX, NO_SEQUENCE
@@ -122,21 +122,10 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
 def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
     """Write atomically: temp file, fsync, rename over ``path``, fsync the directory."""
     data = encode_snapshot(entries)
-    tmp = path.with_name(path.name + TEMP_SUFFIX)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
+        atomic_write(path, data)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        path.with_name(path.name + TEMP_SUFFIX).unlink(missing_ok=True)   # atomic_write's temp file
         raise KafkaStorageError(f"I/O error writing producer snapshot {path}: {e}") from e
 
 
