@@ -12,6 +12,7 @@ loop, expiration is driven by the coordinator's timer).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -75,6 +76,9 @@ class TxnLoadError(RuntimeError):
     """A record of `__transaction_state` could not be read; Kafka fails the load likewise."""
 
 
+# Every request of a transaction looks its id up several times; String.hashCode in Python is a
+# per-character loop (~4 us for a 20-character id), so the answers are memoised (bounded).
+@functools.lru_cache(maxsize=1 << 14)
 def partition_for(transactional_id: str, num_partitions: int) -> int:
     """Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions."""
     if num_partitions <= 0:
