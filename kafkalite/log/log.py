@@ -390,7 +390,8 @@ class Log:
             assigned.append(nh)
         first_offset, last_offset = assigned[0].base_offset, offset - 1
         markers_by_offset = {nh.base_offset: markers[pos]
-                             for (pos, _h), nh in zip(batches, assigned) if pos in markers}
+                             for (pos, _h), nh in zip(batches, assigned) if pos in markers} \
+            if markers else None
 
         updates, duplicate = self.producer_state.analyze(assigned, origin, markers_by_offset)
         if duplicate is not None:

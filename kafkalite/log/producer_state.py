@@ -42,9 +42,9 @@ from typing import Iterable, Mapping, NamedTuple
 
 from kafkalite.log.errors import (InvalidProducerEpochError, InvalidTxnStateError,
                                   OutOfOrderSequenceError, TransactionCoordinatorFencedError)
-from kafkalite.log.record_batch import (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, INT32_MAX,
-                                        NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader,
-                                        increment_sequence)
+from kafkalite.log.record_batch import (CONTROL_MASK, CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT,
+                                        INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE,
+                                        TRANSACTIONAL_MASK, BatchHeader, increment_sequence)
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,8 @@ class TxnMetadata:
     last_offset: int | None = None      # the marker's offset once completed
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """One of a producer's last batches (a tuple: made on every idempotent append)."""
     first_seq: int
     last_seq: int
     first_offset: int
@@ -260,6 +260,25 @@ class ProducerAppendInfo:
         return completed
 
 
+class InSequenceBatch:
+    """The common case staged without copying the entry: one data batch of a known producer at
+    its current epoch that continues its sequence and neither starts nor breaks a transaction
+    (every batch of an idempotent producer after its first). Committing appends the batch to the
+    live entry, which is what the full path's copy-and-replace ends with."""
+
+    __slots__ = ("producer_id", "entry", "batch")
+    started_transactions: tuple[TxnMetadata, ...] = ()
+    completed_transactions: tuple[CompletedTxn, ...] = ()
+
+    def __init__(self, producer_id: int, entry: ProducerStateEntry, batch: BatchMetadata) -> None:
+        self.producer_id = producer_id
+        self.entry = entry
+        self.batch = batch
+
+
+StagedUpdate = ProducerAppendInfo | InSequenceBatch
+
+
 class _OffsetOrdered:
     """Transactions keyed by first offset, in offset order (Kafka's TreeMap)."""
 
@@ -321,12 +340,16 @@ class ProducerStateManager:
 
     def analyze(self, headers: Iterable[BatchHeader], origin: str,
                 markers: Mapping[int, EndTxnMarker] | None = None
-                ) -> tuple[dict[int, ProducerAppendInfo], BatchMetadata | None]:
+                ) -> tuple[dict[int, StagedUpdate], BatchMetadata | None]:
         """Validate the batches of one append (offsets assigned). ``markers`` maps the base
         offset of each control batch to its marker. Returns the staged updates, or a
         duplicate's metadata (then nothing must be appended). Raises the sequence, epoch and
         transaction errors."""
-        updates: dict[int, ProducerAppendInfo] = {}
+        if origin == ORIGIN_CLIENT and type(headers) is list and len(headers) == 1:
+            fast = self._analyze_in_sequence(headers[0])
+            if fast is not None:
+                return fast
+        updates: dict[int, StagedUpdate] = {}
         for h in headers:
             pid = h.producer_id
             if pid < 0:
@@ -343,12 +366,39 @@ class ProducerStateManager:
             info.append(h, markers.get(h.base_offset) if markers else None)
         return updates, None
 
-    def update(self, info: ProducerAppendInfo) -> None:
+    def _analyze_in_sequence(self, h: BatchHeader
+                             ) -> tuple[dict[int, StagedUpdate], BatchMetadata | None] | None:
+        """One client batch: the answer of the full path when it is a non-producer batch, a
+        duplicate or an :class:`InSequenceBatch`; None when the full path must decide (new
+        producer or epoch, a gap, a transaction starting or a plain write inside one)."""
+        pid = h.producer_id
+        if pid < 0:
+            return {}, None
+        current = self._producers.get(pid)
+        if current is None or h.attributes & CONTROL_MASK or h.producer_epoch != current.producer_epoch \
+                or not current.batches:
+            return None
+        first_seq, last_seq = h.base_sequence, h.last_sequence
+        dup = current.batch_with_sequence_range(first_seq, last_seq)
+        if dup is not None:
+            return {}, dup
+        if not in_sequence(current.batches[-1].last_seq, first_seq) or \
+                bool(h.attributes & TRANSACTIONAL_MASK) != (current.current_txn_first_offset is not None):
+            return None
+        return {pid: InSequenceBatch(pid, current, BatchMetadata(
+            first_seq, last_seq, h.base_offset, h.last_offset, h.max_timestamp))}, None
+
+    def update(self, info: StagedUpdate) -> None:
+        if type(info) is InSequenceBatch:
+            entry = info.entry
+            entry.batches.append(info.batch)      # the deque keeps the last 5
+            entry.last_timestamp = info.batch.timestamp
+            return
         self._producers[info.producer_id] = info.entry
         for txn in info.started_transactions:
             self._ongoing.put(txn)
 
-    def commit(self, updates: Mapping[int, ProducerAppendInfo], map_end_offset: int
+    def commit(self, updates: Mapping[int, StagedUpdate], map_end_offset: int
                ) -> list[tuple[CompletedTxn, int]]:
         """Apply staged updates after the append. Returns each completed transaction (in
         marker order) with the last stable offset at its completion — what the transaction
@@ -356,7 +406,11 @@ class ProducerStateManager:
         completed: list[CompletedTxn] = []
         for info in updates.values():
             self.update(info)
-            completed.extend(info.completed_transactions)
+            if info.completed_transactions:
+                completed.extend(info.completed_transactions)
+        if not completed:
+            self.map_end_offset = map_end_offset
+            return []
         completed.sort(key=lambda c: c.last_offset)
         out = []
         for c in completed:
@@ -456,7 +510,7 @@ def is_producer_expired(entry: ProducerStateEntry, now_ms: int, expiration_ms: i
 
 
 __all__ = [
-    "BatchMetadata", "ProducerStateEntry", "ProducerAppendInfo", "ProducerStateManager",
+    "BatchMetadata", "ProducerStateEntry", "ProducerAppendInfo", "InSequenceBatch", "ProducerStateManager",
     "EndTxnMarker", "CompletedTxn", "TxnMetadata", "is_producer_expired",
     "ORIGIN_CLIENT", "ORIGIN_COORDINATOR", "ORIGIN_REPLICATION", "NUM_BATCHES_TO_RETAIN",
     "in_sequence", "increment_sequence", "CONTROL_TYPE_ABORT", "CONTROL_TYPE_COMMIT",
