@@ -26,7 +26,8 @@ from __future__ import annotations
 import enum
 from typing import Any, Iterable, Optional
 
-from kafkalite.log.record_batch import RECORD_BATCH_OVERHEAD, parse_header
+from kafkalite.log.record_batch import (ATTRIBUTES_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK,
+                                        parse_header)
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.topic_validation import TRANSACTION_STATE_TOPIC_NAME
@@ -103,6 +104,8 @@ def transactional_producer(records: Optional[bytes]) -> Optional[tuple[int, int]
     """(producer id, epoch) of a validated partition's batch if it is transactional, else None."""
     if not records or len(records) < RECORD_BATCH_OVERHEAD:
         return None
+    if not records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:
+        return None     # the common case, decided without parsing the header
     header = parse_header(records)
     if not (header.is_transactional and header.has_producer_id):
         return None
