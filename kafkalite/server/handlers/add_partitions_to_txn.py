@@ -1,24 +1,35 @@
 """AddPartitionsToTxn (key 24), v0-4.
 
 v0-3 (clients): one transaction. v4 (brokers, KIP-890): a batch of transactions, each either
-added or, with verify_only, checked. As Kafka's KafkaApis: if any partition of a transaction is
-unknown, those get UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, and
-nothing is added; otherwise every partition gets the coordinator's answer (PRODUCER_FENCED is
-INVALID_PRODUCER_EPOCH before v2).
+added or, with verify_only, checked. As Kafka's KafkaApis: clients (v0-3) may not add internal
+topics (Kafka leaves them out of the topics it authorizes: TOPIC_AUTHORIZATION_FAILED); if any
+partition of a transaction is refused or unknown (UNKNOWN_TOPIC_OR_PARTITION), the others get
+OPERATION_NOT_ATTEMPTED and nothing is added; otherwise every partition gets the coordinator's
+answer (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2).
 """
 from __future__ import annotations
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
+from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
+from kafkalite.server.topic_validation import is_internal
 
 API_KEY = 24
 MIN_VERSION, MAX_VERSION = 0, 4
 MIN_BATCHED_VERSION = 4
+
+
+def has_null_string(v: int, req: AddPartitionsToTxnRequest) -> bool:
+    if v < MIN_BATCHED_VERSION:
+        return req.v3_and_below_transactional_id is None or \
+            any(t.name is None for t in req.v3_and_below_topics or ())
+    return any(txn.transactional_id is None or any(t.name is None for t in txn.topics or ())
+               for txn in req.transactions or ())
 
 
 def make(services: BrokerServices) -> ApiSpec:
@@ -31,10 +42,14 @@ def make(services: BrokerServices) -> ApiSpec:
     async def one_transaction(v: int, transactional_id: str, producer_id: int, producer_epoch: int,
                               verify_only: bool, topics) -> dict[TopicPartition, int]:
         partitions = list(dict.fromkeys(TopicPartition(t.name, p) for t in topics or () for p in t.partitions or ()))
-        unknown = [tp for tp in partitions if not known(tp)]
-        if unknown:
-            return {tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED)
-                    for tp in partitions}
+        refused: dict[TopicPartition, ErrorCode] = {}
+        for tp in partitions:
+            if v < MIN_BATCHED_VERSION and is_internal(tp.topic):
+                refused[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif not known(tp):
+                refused[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if refused:
+            return {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
         coordinator = services.transaction_coordinator
         if verify_only:
             return dict(coordinator.handle_verify_partitions_in_transaction(
@@ -57,6 +72,10 @@ def make(services: BrokerServices) -> ApiSpec:
     async def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
         v = ctx.api_version
         Resp = AddPartitionsToTxnResponse[v]
+        if has_null_string(v, req):
+            # Kafka's parser refuses a null in these non-nullable strings: the connection is closed
+            # (before any transaction of the request is handled).
+            raise CloseConnection("AddPartitionsToTxn: null transactional id or topic name")
         if v < MIN_BATCHED_VERSION:
             errors = await one_transaction(v, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                            req.v3_and_below_producer_epoch, False, req.v3_and_below_topics)
