@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 
+from kafkalite.network.socket_server import CloseConnection
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
@@ -17,10 +18,11 @@ def make(services: BrokerServices) -> ApiSpec:
         Resp = DescribeTransactionsResponse[ctx.api_version]
         State = Resp.TransactionState
         Topic = State.TopicData
+        if any(txn_id is None for txn_id in req.transactional_ids or ()):
+            # Kafka's parser refuses a null in this array of non-nullable strings: the connection is closed.
+            raise CloseConnection("DescribeTransactions: null transactional id")
         states = []
         for txn_id in req.transactional_ids or ():
-            if txn_id is None:
-                continue
             d = services.transaction_coordinator.handle_describe_transactions(txn_id)
             states.append(State(error_code=d.error_code, transactional_id=txn_id, transaction_state=d.state_name,
                                 transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_time_ms,

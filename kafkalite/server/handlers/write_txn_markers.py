@@ -8,6 +8,7 @@ from __future__ import annotations
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 from kafkalite.coordinator.transaction.txn_marker_writer import write_txn_markers
+from kafkalite.network.socket_server import CloseConnection
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -25,6 +26,9 @@ def make(services: BrokerServices) -> ApiSpec:
         MarkerResult = Resp.WritableTxnMarkerResult
         TopicResult = MarkerResult.WritableTxnMarkerTopicResult
         PartResult = TopicResult.WritableTxnMarkerPartitionResult
+        if any(t.name is None for marker in req.markers or () for t in marker.topics or ()):
+            # Kafka's parser refuses a null in this non-nullable string: the connection is closed.
+            raise CloseConnection("WriteTxnMarkers: null topic name")
         markers = []
         for marker in req.markers or ():
             partitions = [TopicPartition(t.name, p) for t in marker.topics or () for p in t.partition_indexes or ()]
