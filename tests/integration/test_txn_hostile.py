@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 import uuid
 from typing import Any, Iterator, Optional
 
