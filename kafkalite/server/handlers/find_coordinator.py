@@ -52,47 +52,47 @@ def make(services: BrokerServices) -> ApiSpec:
     coordinator = services.group_coordinator
     manager = services.group_metadata_manager
 
-    def find_transaction(ctx: RequestContext, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
-        txn = services.transaction_coordinator
-        if key is None:
-            return ErrorCode.INVALID_REQUEST, NO_NODE
-        topic = cache.topic(TRANSACTION_STATE_TOPIC_NAME)
-        if topic is None:
-            txn.ensure_topic()
-            txn.elect_led_partitions()
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        info = topic.partitions.get(txn.partition_for(key))
+    def leader_of(ctx: RequestContext, topic_name: str, partition: int
+                  ) -> tuple[ErrorCode, tuple[int, str, int]]:
+        """The node leading the coordinator's partition, on the request's listener."""
+        topic = cache.topic(topic_name)
+        info = topic.partitions.get(partition) if topic is not None else None
         if info is None or info.leader < 0:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
         broker = cache.brokers.get(info.leader)
         ep = broker.endpoint(ctx.listener_name) if broker is not None else None
         if ep is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        if info.leader == services.broker_id:
-            txn.elect_led_partitions()
         return ErrorCode.NONE, (info.leader, ep.host, ep.port)
+
+    def find_transaction(ctx: RequestContext, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+        txn = services.transaction_coordinator
+        if key is None:
+            return ErrorCode.INVALID_REQUEST, NO_NODE
+        if cache.topic(TRANSACTION_STATE_TOPIC_NAME) is None:
+            txn.ensure_topic()
+            txn.elect_led_partitions()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        error, node = leader_of(ctx, TRANSACTION_STATE_TOPIC_NAME, txn.partition_for(key))
+        if error == ErrorCode.NONE and node[0] == services.broker_id:
+            txn.elect_led_partitions()
+        return error, node
 
     def find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
         if key_type == KEY_TYPE_TRANSACTION:
             return find_transaction(ctx, key)
         if key_type != KEY_TYPE_GROUP:
             return ErrorCode.INVALID_REQUEST, NO_NODE
-        topic = cache.topic(GROUP_METADATA_TOPIC_NAME)
-        if topic is None:
+        if cache.topic(GROUP_METADATA_TOPIC_NAME) is None:
             manager.ensure_offsets_topic()
             coordinator.elect_led_partitions(led_offsets_partitions(services))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        info = topic.partitions.get(coordinator.partition_for(key))
-        if info is None or info.leader < 0:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        broker = cache.brokers.get(info.leader)
-        ep = broker.endpoint(ctx.listener_name) if broker is not None else None
-        if ep is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        if info.leader == services.broker_id:
+        partition = coordinator.partition_for(key)
+        error, node = leader_of(ctx, GROUP_METADATA_TOPIC_NAME, partition)
+        if error == ErrorCode.NONE and node[0] == services.broker_id:
             # a partition led since start-up or creation is being (or was) loaded; make sure
-            coordinator.elect_led_partitions([info.partition])
-        return ErrorCode.NONE, (info.leader, ep.host, ep.port)
+            coordinator.elect_led_partitions([partition])
+        return error, node
 
     async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
         v = ctx.api_version
