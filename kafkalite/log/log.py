@@ -560,6 +560,24 @@ class Log:
                 break
         return FetchDataInfo(fetch_offset, slices, total, tuple(files))
 
+    def iter_batches(self, buffer_size: int) -> Iterator[tuple[memoryview, BatchHeader]]:
+        """Every batch from the log start to the log end offset as (bytes, header), read
+        ``buffer_size`` bytes (or one larger batch) at a time: what a coordinator replays when
+        it loads its partition. The first batch may begin before the log start offset (reads
+        return whole batches). Stops early if a truncation races the read rather than spin.
+        Raises LogError."""
+        offset = self._log_start_offset
+        end = self._next_offset
+        while offset < end:
+            data = memoryview(self.read(offset, buffer_size, None, True).read_bytes())
+            batches, _valid = split_batches(data)
+            start = offset
+            for pos, header in batches:
+                yield data[pos:pos + header.size], header
+                offset = max(offset, header.next_offset)
+            if offset == start:
+                break
+
     def iter_batch_headers(self, start_offset: int | None = None) -> Iterator[BatchHeader]:
         """Headers of the batches from the one containing ``start_offset`` (default: all)."""
         start = self._log_start_offset if start_offset is None else start_offset

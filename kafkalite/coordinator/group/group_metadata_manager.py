@@ -29,7 +29,7 @@ from kafkalite.coordinator.group.types import (GROUP_METADATA_TOPIC_NAME, GroupS
 from kafkalite.log.errors import LogError
 from kafkalite.log.log import ORIGIN_COORDINATOR
 from kafkalite.log.record_batch import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, build_batch,
-                                        decode_records, split_batches)
+                                        decode_records)
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 
@@ -371,22 +371,16 @@ def load_log(log_, tp: TopicPartition, load_buffer_size: int = DEFAULT_LOAD_BUFF
              ) -> LoadedPartition:
     """:meth:`GroupMetadataManager.load_partition` on a Log (also usable on a log opened alone)."""
     state = _LoadState(tp)
-    offset = log_.log_start_offset
-    end = log_.log_end_offset
-    while offset < end:
+    batches = log_.iter_batches(load_buffer_size)
+    while True:
         try:
-            data = log_.read(offset, load_buffer_size, None, True).read_bytes()
-            batches, _valid = split_batches(data)
+            item = next(batches, None)
         except LogError as e:
-            raise GroupLoadError(f"Reading {tp} at offset {offset} failed: {e}") from e
-        start = offset
-        for pos, header in batches:
-            # The first batch may begin before the log start offset (read returns whole
-            # batches); its records are replayed all the same, as Kafka does.
-            state.replay_batch(memoryview(data)[pos:pos + header.size], header)
-            offset = max(offset, header.next_offset)
-        if offset == start:
-            break   # nothing readable (a truncation raced the read): stop rather than spin
+            raise GroupLoadError(f"Reading {tp} failed: {e}") from e
+        if item is None:
+            break
+        # A first batch beginning before the log start offset is replayed whole, as Kafka does.
+        state.replay_batch(*item)
     return state.result()
 
 

@@ -25,7 +25,7 @@ from kafkalite.coordinator.transaction.transaction_metadata import (
     EXPIRATION_ALLOWED, TransactionMetadata, TransactionState, TxnTransitMetadata)
 from kafkalite.log.errors import LogError
 from kafkalite.log.producer_state import ORIGIN_COORDINATOR
-from kafkalite.log.record_batch import build_batch, decode_records, split_batches
+from kafkalite.log.record_batch import build_batch, decode_records
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 
@@ -341,39 +341,35 @@ class TransactionStateManager:
 
 def load_log(log_, tp: TopicPartition, load_buffer_size: int) -> dict[str, TransactionMetadata]:
     loaded: dict[str, TransactionMetadata] = {}
-    offset = log_.log_start_offset
-    end = log_.log_end_offset
-    while offset < end:
+    batches = log_.iter_batches(load_buffer_size)
+    while True:
         try:
-            data = log_.read(offset, load_buffer_size, None, True).read_bytes()
-            batches, _valid = split_batches(data)
+            item = next(batches, None)
         except LogError as e:
-            raise TxnLoadError(f"Reading {tp} at offset {offset} failed: {e}") from e
-        start = offset
-        for pos, header in batches:
-            offset = max(offset, header.next_offset)
-            if header.is_control:
-                continue
-            try:
-                recs = decode_records(memoryview(data)[pos:pos + header.size], header)
-            except LogError as e:
-                raise TxnLoadError(f"Corrupt batch at offset {header.base_offset} of {tp}: {e}") from e
-            for r in recs:
-                if r.key is None:
-                    raise TxnLoadError(f"Record at offset {r.offset} of {tp} has no key")
-                try:
-                    txn_id = transaction_log.decode_key(r.key)
-                    m = transaction_log.decode_value(txn_id, r.value)
-                except transaction_log.UnknownKeyTypeError as e:
-                    log.warning("Unknown key type %d at offset %d of %s; ignoring it", e.key_type,
-                                r.offset, tp)
-                    continue
-                except transaction_log.TxnRecordDecodeError as e:
-                    raise TxnLoadError(f"Deserializing the record at offset {r.offset} of {tp} failed: {e}") from e
-                if m is None:
-                    loaded.pop(txn_id, None)
-                else:
-                    loaded[txn_id] = m
-        if offset == start:
+            raise TxnLoadError(f"Reading {tp} failed: {e}") from e
+        if item is None:
             break
+        batch, header = item
+        if header.is_control:
+            continue
+        try:
+            recs = decode_records(batch, header)
+        except LogError as e:
+            raise TxnLoadError(f"Corrupt batch at offset {header.base_offset} of {tp}: {e}") from e
+        for r in recs:
+            if r.key is None:
+                raise TxnLoadError(f"Record at offset {r.offset} of {tp} has no key")
+            try:
+                txn_id = transaction_log.decode_key(r.key)
+                m = transaction_log.decode_value(txn_id, r.value)
+            except transaction_log.UnknownKeyTypeError as e:
+                log.warning("Unknown key type %d at offset %d of %s; ignoring it", e.key_type,
+                            r.offset, tp)
+                continue
+            except transaction_log.TxnRecordDecodeError as e:
+                raise TxnLoadError(f"Deserializing the record at offset {r.offset} of {tp} failed: {e}") from e
+            if m is None:
+                loaded.pop(txn_id, None)
+            else:
+                loaded[txn_id] = m
     return loaded
