@@ -156,25 +156,33 @@ def _find_jars(libs: Path) -> list[Path]:
     return jars
 
 
-@pytest.fixture(scope="session")
-def java_client() -> JavaClient:
+SUPPORT = JAVA_DIR / "CheckSupport.java"
+
+
+def compile_check_program(main: Path) -> tuple[str, str]:
+    """Compile a check program (with CheckSupport.java) against the kafka-clients jars; returns
+    (java, classpath). Fails the test when java/javac or the jars are missing: the Java client
+    tests must run, not skip. Compiled classes are cached in the temp dir by a hash of the
+    sources, the jars and javac's version, so repeated sessions skip javac; a fresh dir is
+    renamed into place so concurrent sessions never see a half-written cache."""
     java, javac = shutil.which("java"), shutil.which("javac")
     if not java or not javac:
         pytest.fail("java/javac not found on PATH: install Debian's default-jdk-headless "
                     "(the Java client tests must run, not skip)")
     jars = _find_jars(_jar_dir())
     compile_cp = os.pathsep.join(str(j) for j in jars)
-    # Compiled classes are cached in the temp dir by a hash of source + jars, so repeated
-    # sessions skip javac; a fresh dir is renamed into place so concurrent sessions never
-    # see a half-written cache.
-    h = hashlib.sha256(SOURCE.read_bytes())
+    sources = [SUPPORT, main]
+    h = hashlib.sha256()
+    for src in sources:
+        h.update(src.read_bytes())
     for j in jars:
         h.update(j.name.encode())
     h.update(subprocess.run([javac, "-version"], capture_output=True, text=True).stdout.encode())
-    out_dir = Path(tempfile.gettempdir()) / f"kafkalite-clientcheck-{h.hexdigest()[:16]}"
-    if not (out_dir / "ClientCheck.class").exists():
-        build = Path(tempfile.mkdtemp(prefix="kafkalite-clientcheck-build-"))
-        res = subprocess.run([javac, "-nowarn", "-d", str(build), "-cp", compile_cp, str(SOURCE)],
+    name = main.stem.lower()
+    out_dir = Path(tempfile.gettempdir()) / f"kafkalite-{name}-{h.hexdigest()[:16]}"
+    if not (out_dir / f"{main.stem}.class").exists():
+        build = Path(tempfile.mkdtemp(prefix=f"kafkalite-{name}-build-"))
+        res = subprocess.run([javac, "-nowarn", "-d", str(build), "-cp", compile_cp, *map(str, sources)],
                              capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
             pytest.fail(f"javac failed:\n{res.stdout}\n{res.stderr}")
@@ -182,7 +190,12 @@ def java_client() -> JavaClient:
             os.rename(build, out_dir)
         except OSError:  # another session won the race; its classes are identical
             shutil.rmtree(build, ignore_errors=True)
-    return JavaClient(java, os.pathsep.join([str(out_dir), compile_cp]))
+    return java, os.pathsep.join([str(out_dir), compile_cp])
+
+
+@pytest.fixture(scope="session")
+def java_client() -> JavaClient:
+    return JavaClient(*compile_check_program(SOURCE))
 
 
 # ---- expectations, computed independently of the broker ----------------------------------------

@@ -12,23 +12,19 @@ transaction; zombie fencing (ProducerFencedException).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import uuid
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.harness import BrokerProcess
-from tests.integration.test_java_client import (JAVA_DIR, JVM_FLAGS, LOG_CONFIG, JavaRun, _find_jars,
-                                                _jar_dir)
+from tests.integration.test_java_client import (JAVA_DIR, JVM_FLAGS, LOG_CONFIG, JavaRun,
+                                                compile_check_program)
 from tests.integration.test_transactions_confluent import (CONTROL_ABORT, CONTROL_COMMIT, marker,
                                                            raw_batches)
 
@@ -73,26 +69,7 @@ class TxnJava:
 
 @pytest.fixture(scope="session")
 def txn_java() -> TxnJava:
-    java, javac = shutil.which("java"), shutil.which("javac")
-    if not java or not javac:
-        pytest.fail("java/javac not found on PATH: install Debian's default-jdk-headless")
-    jars = _find_jars(_jar_dir())
-    compile_cp = os.pathsep.join(str(j) for j in jars)
-    h = hashlib.sha256(SOURCE.read_bytes())
-    for j in jars:
-        h.update(j.name.encode())
-    out_dir = Path(tempfile.gettempdir()) / f"kafkalite-txncheck-{h.hexdigest()[:16]}"
-    if not (out_dir / "TxnCheck.class").exists():
-        build = Path(tempfile.mkdtemp(prefix="kafkalite-txncheck-build-"))
-        res = subprocess.run([javac, "-nowarn", "-d", str(build), "-cp", compile_cp, str(SOURCE)],
-                             capture_output=True, text=True, timeout=120)
-        if res.returncode != 0:
-            pytest.fail(f"javac failed:\n{res.stdout}\n{res.stderr}")
-        try:
-            os.rename(build, out_dir)
-        except OSError:  # another session won the race; its classes are identical
-            shutil.rmtree(build, ignore_errors=True)
-    return TxnJava(java, os.pathsep.join([str(out_dir), compile_cp]))
+    return TxnJava(*compile_check_program(SOURCE))
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +124,7 @@ def test_java_committed_and_aborted_with_offsets_and_admin(txn_java: TxnJava,
         f"describe-producers {topic} {PARTITIONS}",
         f"end-offsets {topic} read_committed",
         f"end-offsets {topic} read_uncommitted",
-        f"end p commit",
+        "end p commit",
         f"group-offsets {group}",
         f"describe-txns {tid}",
         "list-txns",

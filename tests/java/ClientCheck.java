@@ -89,12 +89,12 @@ public final class ClientCheck {
             long start = System.nanoTime();
             try {
                 run(cmd);
-                emit(obj("event", "done", "cmd", args[i], "ms", (System.nanoTime() - start) / 1_000_000));
+                emit(CheckSupport.obj("event", "done", "cmd", args[i], "ms", (System.nanoTime() - start) / 1_000_000));
             } catch (Throwable t) {
                 failures++;
                 Throwable root = unwrap(t);
-                emit(obj("event", "error", "cmd", args[i], "error", root.getClass().getName(),
-                        "message", String.valueOf(root.getMessage()), "trace", stackHead(t)));
+                emit(CheckSupport.obj("event", "error", "cmd", args[i], "error", root.getClass().getName(),
+                        "message", String.valueOf(root.getMessage()), "trace", CheckSupport.stackHead(t)));
             }
         }
         OUT.flush();
@@ -116,7 +116,7 @@ public final class ClientCheck {
             }
             StringBuilder st = new StringBuilder();
             for (StackTraceElement el : main.getStackTrace()) st.append(" | at ").append(el);
-            emit(obj("event", "error", "cmd", "watchdog", "error", "Deadline",
+            emit(CheckSupport.obj("event", "error", "cmd", "watchdog", "error", "Deadline",
                     "message", "ClientCheck still running after " + deadlineMs + " ms", "trace", st.toString()));
             OUT.flush();
             Runtime.getRuntime().halt(3);
@@ -147,7 +147,7 @@ public final class ClientCheck {
     /** The version window this client build can speak, per API (stable versions only). */
     private static void apiRanges() {
         for (ApiKeys k : ApiKeys.clientApis()) {
-            emit(obj("event", "api_range", "api", k.name(), "key", (int) k.id,
+            emit(CheckSupport.obj("event", "api_range", "api", k.name(), "key", (int) k.id,
                     "oldest", (int) k.oldestVersion(), "latest", (int) k.latestVersion(),
                     "latest_unstable", (int) k.latestVersion(true)));
         }
@@ -172,10 +172,10 @@ public final class ClientCheck {
             if (!Arrays.equals(payload, back.toByteArray())) {
                 throw new IllegalStateException(name + ": round trip changed the bytes");
             }
-            emit(obj("event", "codec", "codec", name, "ok", true, "raw", payload.length,
+            emit(CheckSupport.obj("event", "codec", "codec", name, "ok", true, "raw", payload.length,
                     "compressed", compressedSize));
         }
-        emit(obj("event", "codec_impls",
+        emit(CheckSupport.obj("event", "codec_impls",
                 "lz4", net.jpountz.lz4.LZ4Factory.fastestInstance().toString(),
                 "zstd_native", com.github.luben.zstd.util.Native.isLoaded(),
                 // snappy-java has no pure-Java fallback: this native call throws if the lib did not load.
@@ -186,7 +186,7 @@ public final class ClientCheck {
     private static void partitions(int numPartitions, String[] keys) {
         for (String k : keys) {
             byte[] kb = new StringSerializer().serialize("unused", k);
-            emit(obj("event", "partition_for_key", "key", k,
+            emit(CheckSupport.obj("event", "partition_for_key", "key", k,
                     "partition", BuiltInPartitioner.partitionForKey(kb, numPartitions)));
         }
     }
@@ -206,7 +206,7 @@ public final class ClientCheck {
         try (Admin a = admin()) {
             CreateTopicsResult r = a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1)));
             r.all().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-            emit(obj("event", "created", "topic", topic,
+            emit(CheckSupport.obj("event", "created", "topic", topic,
                     "topicId", r.topicId(topic).get().toString(),
                     "numPartitions", r.numPartitions(topic).get(),
                     "replicationFactor", r.replicationFactor(topic).get()));
@@ -219,11 +219,11 @@ public final class ClientCheck {
                     .get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS).get(topic);
             List<Object> parts = new ArrayList<>();
             for (TopicPartitionInfo pi : d.partitions()) {
-                parts.add(obj("partition", pi.partition(),
+                parts.add(CheckSupport.obj("partition", pi.partition(),
                         "leader", pi.leader() == null ? null : pi.leader().id(),
                         "replicas", nodeIds(pi.replicas()), "isr", nodeIds(pi.isr())));
             }
-            emit(obj("event", "described", "topic", d.name(), "topicId", d.topicId().toString(),
+            emit(CheckSupport.obj("event", "described", "topic", d.name(), "topicId", d.topicId().toString(),
                     "internal", d.isInternal(), "partitions", parts));
         }
     }
@@ -234,7 +234,7 @@ public final class ClientCheck {
         } catch (Exception e) {
             Throwable root = unwrap(e);
             if (root.getClass().getSimpleName().equals(expected)) {
-                emit(obj("event", "expected_error", "cmd", String.join(" ", cmd), "error", expected,
+                emit(CheckSupport.obj("event", "expected_error", "cmd", String.join(" ", cmd), "error", expected,
                         "message", String.valueOf(root.getMessage())));
                 return;
             }
@@ -246,14 +246,14 @@ public final class ClientCheck {
     private static void listTopics() throws Exception {
         try (Admin a = admin()) {
             Set<String> names = new TreeSet<>(a.listTopics().names().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS));
-            emit(obj("event", "topics", "topics", new ArrayList<>(names)));
+            emit(CheckSupport.obj("event", "topics", "topics", new ArrayList<>(names)));
         }
     }
 
     private static void deleteTopic(String topic) throws Exception {
         try (Admin a = admin()) {
             a.deleteTopics(List.of(topic)).all().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-            emit(obj("event", "deleted", "topic", topic));
+            emit(CheckSupport.obj("event", "deleted", "topic", topic));
         }
     }
 
@@ -314,17 +314,17 @@ public final class ClientCheck {
             Object r = results.get(i);
             if (r instanceof Exception) {
                 Throwable root = unwrap((Exception) r);
-                emit(obj("event", "send_error", "topic", topic, "i", i, "error", root.getClass().getName(),
+                emit(CheckSupport.obj("event", "send_error", "topic", topic, "i", i, "error", root.getClass().getName(),
                         "message", String.valueOf(root.getMessage())));
                 if (firstError == null) firstError = (Exception) r;
             } else {
                 RecordMetadata md = (RecordMetadata) r;
-                emit(obj("event", "sent", "topic", md.topic(), "i", i, "key", "k-" + i,
+                emit(CheckSupport.obj("event", "sent", "topic", md.topic(), "i", i, "key", "k-" + i,
                         "partition", md.partition(), "offset", md.offset(), "timestamp", md.timestamp()));
             }
         }
         if (firstError != null) throw firstError;
-        emit(obj("event", "produced", "topic", topic, "count", n, "compression", compression, "acks", acks));
+        emit(CheckSupport.obj("event", "produced", "topic", topic, "count", n, "compression", compression, "acks", acks));
     }
 
     // ---- consumer ------------------------------------------------------------------------------
@@ -373,15 +373,15 @@ public final class ClientCheck {
                 for (ConsumerRecord<String, String> r : recs) {
                     count++;
                     List<Object> hs = new ArrayList<>();
-                    for (Header h : r.headers()) hs.add(Arrays.asList(h.key(), hex(h.value())));
-                    emit(obj("event", "record", "topic", r.topic(), "partition", r.partition(),
+                    for (Header h : r.headers()) hs.add(Arrays.asList(h.key(), CheckSupport.hex(h.value())));
+                    emit(CheckSupport.obj("event", "record", "topic", r.topic(), "partition", r.partition(),
                             "offset", r.offset(), "key", r.key(), "value", r.value(),
                             "timestamp", r.timestamp(), "timestampType", r.timestampType().name(),
                             "leaderEpoch", r.leaderEpoch().orElse(null), "headers", hs));
                 }
             }
         }
-        emit(obj("event", "consumed", "topic", topic, "count", count, "expected", n));
+        emit(CheckSupport.obj("event", "consumed", "topic", topic, "count", count, "expected", n));
         if (count != n) throw new IllegalStateException("consumed " + count + " records, expected " + n);
     }
 
@@ -395,7 +395,7 @@ public final class ClientCheck {
             Map<String, Object> end = new TreeMap<>();
             for (Map.Entry<TopicPartition, Long> e : c.endOffsets(tps, t).entrySet())
                 end.put(String.valueOf(e.getKey().partition()), e.getValue());
-            emit(obj("event", "offsets", "topic", topic, "beginning", begin, "end", end));
+            emit(CheckSupport.obj("event", "offsets", "topic", topic, "beginning", begin, "end", end));
             for (String s : tsList.split(",")) {
                 long ts = Long.parseLong(s);
                 Map<TopicPartition, Long> query = new HashMap<>();
@@ -406,7 +406,7 @@ public final class ClientCheck {
                     res.put(String.valueOf(e.getKey().partition()),
                             ot == null ? null : Arrays.asList(ot.offset(), ot.timestamp()));
                 }
-                emit(obj("event", "offsets_for_times", "topic", topic, "ts", ts, "result", res));
+                emit(CheckSupport.obj("event", "offsets_for_times", "topic", topic, "ts", ts, "result", res));
             }
         }
     }
@@ -427,72 +427,7 @@ public final class ClientCheck {
         return t;
     }
 
-    private static String stackHead(Throwable t) {
-        StringBuilder sb = new StringBuilder();
-        for (Throwable cur = t; cur != null; cur = cur.getCause() == cur ? null : cur.getCause()) {
-            sb.append(cur.getClass().getName()).append(": ").append(cur.getMessage());
-            StackTraceElement[] st = cur.getStackTrace();
-            for (int i = 0; i < Math.min(4, st.length); i++) sb.append(" | at ").append(st[i]);
-            sb.append(" || ");
-        }
-        return sb.toString();
-    }
-
-    private static String hex(byte[] b) {
-        if (b == null) return null;
-        StringBuilder sb = new StringBuilder();
-        for (byte x : b) sb.append(String.format("%02x", x & 0xff));
-        return sb.toString();
-    }
-
-    private static Map<String, Object> obj(Object... kv) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        for (int i = 0; i < kv.length; i += 2) m.put((String) kv[i], kv[i + 1]);
-        return m;
-    }
-
     private static void emit(Map<String, Object> m) {
-        StringBuilder sb = new StringBuilder();
-        json(sb, m);
-        OUT.println(sb);
-    }
-
-    /** Minimal JSON writer; non-ASCII is escaped so the output is plain ASCII. */
-    private static void json(StringBuilder sb, Object v) {
-        if (v == null) {
-            sb.append("null");
-        } else if (v instanceof String) {
-            sb.append('"');
-            for (char ch : ((String) v).toCharArray()) {
-                if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
-                else if (ch < 0x20 || ch > 0x7e) sb.append(String.format("\\u%04x", (int) ch));
-                else sb.append(ch);
-            }
-            sb.append('"');
-        } else if (v instanceof Number || v instanceof Boolean) {
-            sb.append(v);
-        } else if (v instanceof Map) {
-            sb.append('{');
-            boolean first = true;
-            for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
-                if (!first) sb.append(',');
-                first = false;
-                json(sb, String.valueOf(e.getKey()));
-                sb.append(':');
-                json(sb, e.getValue());
-            }
-            sb.append('}');
-        } else if (v instanceof Collection) {
-            sb.append('[');
-            boolean first = true;
-            for (Object o : (Collection<?>) v) {
-                if (!first) sb.append(',');
-                first = false;
-                json(sb, o);
-            }
-            sb.append(']');
-        } else {
-            json(sb, v.toString());
-        }
+        OUT.println(CheckSupport.toJson(m));
     }
 }

@@ -80,12 +80,12 @@ public final class TxnCheck {
             long start = System.nanoTime();
             try {
                 run(cmd);
-                emit(obj("event", "done", "cmd", args[i], "ms", (System.nanoTime() - start) / 1_000_000));
+                emit(CheckSupport.obj("event", "done", "cmd", args[i], "ms", (System.nanoTime() - start) / 1_000_000));
             } catch (Throwable t) {
                 failures++;
                 Throwable root = unwrap(t);
-                emit(obj("event", "error", "cmd", args[i], "error", root.getClass().getName(),
-                        "message", String.valueOf(root.getMessage()), "trace", stackHead(t)));
+                emit(CheckSupport.obj("event", "error", "cmd", args[i], "error", root.getClass().getName(),
+                        "message", String.valueOf(root.getMessage()), "trace", CheckSupport.stackHead(t)));
             }
         }
         for (KafkaProducer<String, String> p : PRODUCERS.values()) {
@@ -109,7 +109,7 @@ public final class TxnCheck {
             }
             StringBuilder st = new StringBuilder();
             for (StackTraceElement el : main.getStackTrace()) st.append(" | at ").append(el);
-            emit(obj("event", "error", "cmd", "watchdog", "error", "Deadline",
+            emit(CheckSupport.obj("event", "error", "cmd", "watchdog", "error", "Deadline",
                     "message", "TxnCheck still running after " + deadlineMs + " ms", "trace", st.toString()));
             OUT.flush();
             Runtime.getRuntime().halt(3);
@@ -158,7 +158,7 @@ public final class TxnCheck {
         try (Admin a = admin()) {
             a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all()
                     .get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-            emit(obj("event", "created", "topic", topic, "numPartitions", partitions));
+            emit(CheckSupport.obj("event", "created", "topic", topic, "numPartitions", partitions));
         }
     }
 
@@ -170,7 +170,7 @@ public final class TxnCheck {
             for (Map.Entry<TopicPartition, OffsetAndMetadata> e : m.entrySet()) {
                 offsets.put(e.getKey().toString(), e.getValue() == null ? null : e.getValue().offset());
             }
-            emit(obj("event", "group_offsets", "group", group, "offsets", offsets));
+            emit(CheckSupport.obj("event", "group_offsets", "group", group, "offsets", offsets));
         }
     }
 
@@ -183,7 +183,7 @@ public final class TxnCheck {
                 List<Object> tps = new ArrayList<>();
                 for (TopicPartition tp : d.topicPartitions()) tps.add(tp.toString());
                 tps.sort(null);
-                emit(obj("event", "txn_description", "transactionalId", id,
+                emit(CheckSupport.obj("event", "txn_description", "transactionalId", id,
                         "coordinatorId", d.coordinatorId(), "state", d.state().toString(),
                         "producerId", d.producerId(), "producerEpoch", d.producerEpoch(),
                         "transactionTimeoutMs", d.transactionTimeoutMs(),
@@ -200,10 +200,10 @@ public final class TxnCheck {
                     .get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
             List<Object> out = new ArrayList<>();
             for (TransactionListing l : all) {
-                out.add(obj("transactionalId", l.transactionalId(), "producerId", l.producerId(),
+                out.add(CheckSupport.obj("transactionalId", l.transactionalId(), "producerId", l.producerId(),
                         "state", l.state().toString()));
             }
-            emit(obj("event", "txn_listing", "transactions", out));
+            emit(CheckSupport.obj("event", "txn_listing", "transactions", out));
         }
     }
 
@@ -216,14 +216,14 @@ public final class TxnCheck {
             for (TopicPartition tp : tps) {
                 List<Object> ps = new ArrayList<>();
                 for (ProducerState s : m.get(tp).activeProducers()) {
-                    ps.add(obj("producerId", s.producerId(), "producerEpoch", s.producerEpoch(),
+                    ps.add(CheckSupport.obj("producerId", s.producerId(), "producerEpoch", s.producerEpoch(),
                             "lastSequence", s.lastSequence(), "lastTimestamp", s.lastTimestamp(),
                             "coordinatorEpoch", s.coordinatorEpoch().isPresent()
                                     ? s.coordinatorEpoch().getAsInt() : null,
                             "currentTransactionStartOffset", s.currentTransactionStartOffset().isPresent()
                                     ? s.currentTransactionStartOffset().getAsLong() : null));
                 }
-                emit(obj("event", "producers", "partition", tp.partition(), "active", ps));
+                emit(CheckSupport.obj("event", "producers", "partition", tp.partition(), "active", ps));
             }
         }
     }
@@ -234,7 +234,7 @@ public final class TxnCheck {
         } catch (Exception e) {
             Throwable root = unwrap(e);
             if (root.getClass().getSimpleName().equals(expected)) {
-                emit(obj("event", "expected_error", "cmd", String.join(" ", cmd), "error", expected,
+                emit(CheckSupport.obj("event", "expected_error", "cmd", String.join(" ", cmd), "error", expected,
                         "message", String.valueOf(root.getMessage())));
                 return;
             }
@@ -260,7 +260,7 @@ public final class TxnCheck {
         KafkaProducer<String, String> producer = new KafkaProducer<>(p);
         PRODUCERS.put(handle, producer);
         producer.initTransactions();
-        emit(obj("event", "initialized", "handle", handle, "transactionalId", transactionalId));
+        emit(CheckSupport.obj("event", "initialized", "handle", handle, "transactionalId", transactionalId));
     }
 
     private static KafkaProducer<String, String> producer(String handle) {
@@ -285,9 +285,9 @@ public final class TxnCheck {
         p.flush();
         for (int i = 0; i < n; i++) {
             RecordMetadata md = sent.get(i).get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-            emit(obj("event", "sent", "tag", tag, "i", i, "partition", md.partition(), "offset", md.offset()));
+            emit(CheckSupport.obj("event", "sent", "tag", tag, "i", i, "partition", md.partition(), "offset", md.offset()));
         }
-        emit(obj("event", "opened", "handle", c[1], "topic", topic, "tag", tag, "count", n));
+        emit(CheckSupport.obj("event", "opened", "handle", c[1], "topic", topic, "tag", tag, "count", n));
     }
 
     private static void sendOffsets(KafkaProducer<String, String> p, String group, String src, long base) {
@@ -295,7 +295,7 @@ public final class TxnCheck {
         Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
         for (int q = 0; q < partitions; q++) offsets.put(new TopicPartition(src, q), new OffsetAndMetadata(base + q));
         p.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(group));
-        emit(obj("event", "offsets_sent", "group", group, "topic", src, "base", base));
+        emit(CheckSupport.obj("event", "offsets_sent", "group", group, "topic", src, "base", base));
     }
 
     private static void end(String handle, String how) {
@@ -303,7 +303,7 @@ public final class TxnCheck {
         if (how.equals("commit")) p.commitTransaction();
         else if (how.equals("abort")) p.abortTransaction();
         else throw new IllegalArgumentException("end: commit or abort, not " + how);
-        emit(obj("event", "ended", "handle", handle, "how", how));
+        emit(CheckSupport.obj("event", "ended", "handle", handle, "how", how));
     }
 
     // ---- consumer ------------------------------------------------------------------------------
@@ -353,13 +353,13 @@ public final class TxnCheck {
                 }
                 for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(Math.min(left, 1000)))) {
                     count++;
-                    emit(obj("event", "record", "isolation", isolation, "partition", r.partition(),
+                    emit(CheckSupport.obj("event", "record", "isolation", isolation, "partition", r.partition(),
                             "offset", r.offset(), "key", r.key(), "value", r.value()));
                 }
             }
             Map<String, Object> positions = new TreeMap<>();
             for (TopicPartition tp : tps) positions.put(String.valueOf(tp.partition()), c.position(tp));
-            emit(obj("event", "consumed", "isolation", isolation, "count", count, "positions", positions));
+            emit(CheckSupport.obj("event", "consumed", "isolation", isolation, "count", count, "positions", positions));
         }
     }
 
@@ -370,7 +370,7 @@ public final class TxnCheck {
                     : c.endOffsets(partitionsOf(c, topic), Duration.ofMillis(OP_TIMEOUT_MS)).entrySet()) {
                 end.put(String.valueOf(e.getKey().partition()), e.getValue());
             }
-            emit(obj("event", "end_offsets", "isolation", isolation, "end", end));
+            emit(CheckSupport.obj("event", "end_offsets", "isolation", isolation, "end", end));
         }
     }
 
@@ -384,65 +384,7 @@ public final class TxnCheck {
         return t;
     }
 
-    private static String stackHead(Throwable t) {
-        StringBuilder sb = new StringBuilder();
-        for (Throwable cur = t; cur != null; cur = cur.getCause() == cur ? null : cur.getCause()) {
-            sb.append(cur.getClass().getName()).append(": ").append(cur.getMessage());
-            StackTraceElement[] st = cur.getStackTrace();
-            for (int i = 0; i < Math.min(4, st.length); i++) sb.append(" | at ").append(st[i]);
-            sb.append(" || ");
-        }
-        return sb.toString();
-    }
-
-    private static Map<String, Object> obj(Object... kv) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        for (int i = 0; i < kv.length; i += 2) m.put((String) kv[i], kv[i + 1]);
-        return m;
-    }
-
     private static synchronized void emit(Map<String, Object> m) {
-        StringBuilder sb = new StringBuilder();
-        json(sb, m);
-        OUT.println(sb);
-    }
-
-    /** Minimal JSON writer; non-ASCII is escaped so the output is plain ASCII. */
-    private static void json(StringBuilder sb, Object v) {
-        if (v == null) {
-            sb.append("null");
-        } else if (v instanceof String) {
-            sb.append('"');
-            for (char ch : ((String) v).toCharArray()) {
-                if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
-                else if (ch < 0x20 || ch > 0x7e) sb.append(String.format("\\u%04x", (int) ch));
-                else sb.append(ch);
-            }
-            sb.append('"');
-        } else if (v instanceof Number || v instanceof Boolean) {
-            sb.append(v);
-        } else if (v instanceof Map) {
-            sb.append('{');
-            boolean first = true;
-            for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
-                if (!first) sb.append(',');
-                first = false;
-                json(sb, String.valueOf(e.getKey()));
-                sb.append(':');
-                json(sb, e.getValue());
-            }
-            sb.append('}');
-        } else if (v instanceof Collection) {
-            sb.append('[');
-            boolean first = true;
-            for (Object o : (Collection<?>) v) {
-                if (!first) sb.append(',');
-                first = false;
-                json(sb, o);
-            }
-            sb.append(']');
-        } else {
-            json(sb, v.toString());
-        }
+        OUT.println(CheckSupport.toJson(m));
     }
 }
