@@ -446,8 +446,10 @@ def test_system_timer_does_not_poll() -> None:
         return task, timer, proxy
 
     task, timer, proxy = run_on("uvloop", main())
-    # 250 ms: one 20 ms-wheel bucket, then the 1 ms bucket (an early wake-up may add one).
-    assert 2 <= timer.timer_fires <= 4
+    # 250 ms: one 20 ms-wheel bucket, then the 1 ms bucket (an early wake-up may add one; a
+    # late one — the VM paused past the deadline — finds the task due at the first firing).
+    # Polling would show as many more firings: the upper bound is the point.
+    assert 1 <= timer.timer_fires <= 4
     assert proxy.timers_created <= 4
     assert task.fired_ns >= task.deadline_ns
 
