@@ -103,18 +103,23 @@ class JavaRun:
 
 
 class JavaClient:
-    def __init__(self, java: str, classpath: str) -> None:
+    """Runs one compiled check program (ClientCheck, TxnCheck) against a broker."""
+
+    def __init__(self, java: str, classpath: str, main_class: str = "ClientCheck",
+                 extra_flags: tuple[str, ...] = (), default_timeout: float = 90.0) -> None:
         self.java = java
         self.classpath = classpath
+        self.main_class = main_class
+        self.extra_flags = extra_flags
+        self.default_timeout = default_timeout
 
-    def run(self, bootstrap: str, *commands: str, timeout: float = 90.0) -> JavaRun:
+    def run(self, bootstrap: str, *commands: str, timeout: Optional[float] = None) -> JavaRun:
+        timeout = self.default_timeout if timeout is None else timeout
         cmd = [self.java, *JVM_FLAGS,
-               f"-Dlog4j2.configurationFile={LOG_CONFIG}",
-               # NetworkClient at DEBUG logs each request's api key and version (see report()).
-               "-Dclientcheck.netlevel=DEBUG",
+               f"-Dlog4j2.configurationFile={LOG_CONFIG}", *self.extra_flags,
                # The program's own watchdog fires first and reports where it was stuck.
                f"-Dclientcheck.deadline.ms={int((timeout - 10) * 1000)}",
-               "-cp", self.classpath, "ClientCheck", bootstrap, *commands]
+               "-cp", self.classpath, self.main_class, bootstrap, *commands]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 encoding="utf-8", start_new_session=True)
         timed_out = False
@@ -131,7 +136,7 @@ class JavaClient:
             except ValueError:
                 run.noise.append(line)
         if timed_out:
-            pytest.fail(f"Java client killed after {timeout}s: {commands}\n{run.report()}")
+            pytest.fail(f"{self.main_class} killed after {timeout}s: {commands}\n{run.report()}")
         return run
 
 
@@ -195,7 +200,8 @@ def compile_check_program(main: Path) -> tuple[str, str]:
 
 @pytest.fixture(scope="session")
 def java_client() -> JavaClient:
-    return JavaClient(*compile_check_program(SOURCE))
+    # NetworkClient at DEBUG logs each request's api key and version (see JavaRun.report()).
+    return JavaClient(*compile_check_program(SOURCE), extra_flags=("-Dclientcheck.netlevel=DEBUG",))
 
 
 # ---- expectations, computed independently of the broker ----------------------------------------

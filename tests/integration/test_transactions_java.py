@@ -12,10 +12,6 @@ transaction; zombie fencing (ProducerFencedException).
 """
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import uuid
 from collections import defaultdict
 from typing import Any
@@ -23,8 +19,7 @@ from typing import Any
 import pytest
 
 from tests.harness import BrokerProcess
-from tests.integration.test_java_client import (JAVA_DIR, JVM_FLAGS, LOG_CONFIG, JavaRun,
-                                                compile_check_program)
+from tests.integration.test_java_client import JAVA_DIR, JavaClient, compile_check_program
 from tests.integration.test_transactions_confluent import (CONTROL_ABORT, CONTROL_COMMIT, marker,
                                                            raw_batches)
 
@@ -38,38 +33,9 @@ OFFSETS_TOPIC_PARTITIONS = 50  # offsets.topic.num.partitions default
 BROKER_ID = 0
 
 
-class TxnJava:
-    def __init__(self, java: str, classpath: str) -> None:
-        self.java = java
-        self.classpath = classpath
-
-    def run(self, bootstrap: str, *commands: str, timeout: float = 120.0) -> JavaRun:
-        cmd = [self.java, *JVM_FLAGS, f"-Dlog4j2.configurationFile={LOG_CONFIG}",
-               f"-Dclientcheck.deadline.ms={int((timeout - 10) * 1000)}",
-               "-cp", self.classpath, "TxnCheck", bootstrap, *commands]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                encoding="utf-8", start_new_session=True)
-        timed_out = False
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-        run = JavaRun(cmd, proc.returncode, out, err)
-        for line in out.splitlines():
-            try:
-                run.events.append(json.loads(line))
-            except ValueError:
-                run.noise.append(line)
-        if timed_out:
-            pytest.fail(f"TxnCheck killed after {timeout}s: {commands}\n{run.report()}")
-        return run
-
-
 @pytest.fixture(scope="session")
-def txn_java() -> TxnJava:
-    return TxnJava(*compile_check_program(SOURCE))
+def txn_java() -> JavaClient:
+    return JavaClient(*compile_check_program(SOURCE), main_class="TxnCheck", default_timeout=120.0)
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +73,7 @@ def expected(tag: str, partition: int, first_offset: int) -> list[tuple[int, str
     return list(zip(range(first_offset, first_offset + len(vals)), vals))
 
 
-def test_java_committed_and_aborted_with_offsets_and_admin(txn_java: TxnJava,
+def test_java_committed_and_aborted_with_offsets_and_admin(txn_java: JavaClient,
                                                            txn_broker: BrokerProcess) -> None:
     bs = txn_broker.bootstrap_servers
     topic, src, group, tid = unique("jtxn"), unique("jsrc"), unique("jgroup"), unique("jtid")
@@ -198,7 +164,7 @@ def test_java_committed_and_aborted_with_offsets_and_admin(txn_java: TxnJava,
         assert controls == [(PER_PART, CONTROL_ABORT, pid), (2 * PER_PART + 1, CONTROL_COMMIT, pid)]
 
 
-def test_java_zombie_is_fenced(txn_java: TxnJava, txn_broker: BrokerProcess) -> None:
+def test_java_zombie_is_fenced(txn_java: JavaClient, txn_broker: BrokerProcess) -> None:
     bs = txn_broker.bootstrap_servers
     topic, tid = unique("jfence"), unique("jtid")
     run = txn_java.run(
