@@ -1,10 +1,70 @@
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.function.UnaryOperator;
 
-/** What the Java check programs (ClientCheck, TxnCheck) share: their JSON-lines report. */
+/** What the Java check programs (ClientCheck, TxnCheck) share: the command loop, the watchdog
+ * and the JSON-lines report on stdout. */
 final class CheckSupport {
+    static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
+
     private CheckSupport() {}
+
+    /** One command of a check program ("name arg arg ..."). */
+    interface Command {
+        void run(String[] cmd) throws Exception;
+    }
+
+    /** One JSON object per line; synchronized: client callbacks report from their own threads. */
+    static synchronized void emit(Map<String, Object> m) {
+        OUT.println(toJson(m));
+    }
+
+    /** Runs each command argument in turn, reporting "done" or "error" for each; returns the
+     * number that failed. */
+    static int runAll(String[] args, int first, Command command, UnaryOperator<Throwable> unwrap) {
+        int failures = 0;
+        for (int i = first; i < args.length; i++) {
+            String[] cmd = args[i].trim().split("\\s+");
+            long start = System.nanoTime();
+            try {
+                command.run(cmd);
+                emit(obj("event", "done", "cmd", args[i], "ms", (System.nanoTime() - start) / 1_000_000));
+            } catch (Throwable t) {
+                failures++;
+                Throwable root = unwrap.apply(t);
+                emit(obj("event", "error", "cmd", args[i], "error", root.getClass().getName(),
+                        "message", String.valueOf(root.getMessage()), "trace", stackHead(t)));
+            }
+        }
+        OUT.flush();
+        return failures;
+    }
+
+    /**
+     * A client call that keeps retrying (e.g. metadata that never arrives) must not hang the test:
+     * past the deadline, print an error line with the main thread's stack and exit.
+     */
+    static void startWatchdog(String program, long deadlineMs) {
+        Thread main = Thread.currentThread();
+        Thread w = new Thread(() -> {
+            try {
+                Thread.sleep(deadlineMs);
+            } catch (InterruptedException e) {
+                return;
+            }
+            StringBuilder st = new StringBuilder();
+            for (StackTraceElement el : main.getStackTrace()) st.append(" | at ").append(el);
+            emit(obj("event", "error", "cmd", "watchdog", "error", "Deadline",
+                    "message", program + " still running after " + deadlineMs + " ms", "trace", st.toString()));
+            OUT.flush();
+            Runtime.getRuntime().halt(3);
+        }, program.toLowerCase() + "-watchdog");
+        w.setDaemon(true);
+        w.start();
+    }
 
     static Map<String, Object> obj(Object... kv) {
         Map<String, Object> m = new LinkedHashMap<>();

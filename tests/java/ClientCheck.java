@@ -1,7 +1,6 @@
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.io.PrintStream;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -72,7 +71,6 @@ import org.apache.kafka.common.utils.ByteBufferOutputStream;
  *   offsets TOPIC TS[,TS...]            beginningOffsets, endOffsets, offsetsForTimes per TS
  */
 public final class ClientCheck {
-    private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
     private static final long OP_TIMEOUT_MS = 20_000;
     private static String bootstrap;
 
@@ -82,47 +80,11 @@ public final class ClientCheck {
             System.exit(2);
         }
         bootstrap = args[0];
-        startWatchdog(Long.getLong("clientcheck.deadline.ms", 80_000));
-        int failures = 0;
-        for (int i = 1; i < args.length; i++) {
-            String[] cmd = args[i].trim().split("\\s+");
-            long start = System.nanoTime();
-            try {
-                run(cmd);
-                emit(CheckSupport.obj("event", "done", "cmd", args[i], "ms", (System.nanoTime() - start) / 1_000_000));
-            } catch (Throwable t) {
-                failures++;
-                Throwable root = unwrap(t);
-                emit(CheckSupport.obj("event", "error", "cmd", args[i], "error", root.getClass().getName(),
-                        "message", String.valueOf(root.getMessage()), "trace", CheckSupport.stackHead(t)));
-            }
-        }
-        OUT.flush();
+        CheckSupport.startWatchdog("ClientCheck", Long.getLong("clientcheck.deadline.ms", 80_000));
+        int failures = CheckSupport.runAll(args, 1, ClientCheck::run, ClientCheck::unwrap);
+        CheckSupport.OUT.flush();
         // Client threads (e.g. a stuck sender) must not keep the JVM alive.
         System.exit(failures == 0 ? 0 : 1);
-    }
-
-    /**
-     * A client call that keeps retrying (e.g. metadata that never arrives) must not hang the test:
-     * past the deadline, print an error line with the main thread's stack and exit.
-     */
-    private static void startWatchdog(long deadlineMs) {
-        Thread main = Thread.currentThread();
-        Thread w = new Thread(() -> {
-            try {
-                Thread.sleep(deadlineMs);
-            } catch (InterruptedException e) {
-                return;
-            }
-            StringBuilder st = new StringBuilder();
-            for (StackTraceElement el : main.getStackTrace()) st.append(" | at ").append(el);
-            emit(CheckSupport.obj("event", "error", "cmd", "watchdog", "error", "Deadline",
-                    "message", "ClientCheck still running after " + deadlineMs + " ms", "trace", st.toString()));
-            OUT.flush();
-            Runtime.getRuntime().halt(3);
-        }, "clientcheck-watchdog");
-        w.setDaemon(true);
-        w.start();
     }
 
     private static void run(String[] c) throws Exception {
@@ -147,7 +109,7 @@ public final class ClientCheck {
     /** The version window this client build can speak, per API (stable versions only). */
     private static void apiRanges() {
         for (ApiKeys k : ApiKeys.clientApis()) {
-            emit(CheckSupport.obj("event", "api_range", "api", k.name(), "key", (int) k.id,
+            CheckSupport.emit(CheckSupport.obj("event", "api_range", "api", k.name(), "key", (int) k.id,
                     "oldest", (int) k.oldestVersion(), "latest", (int) k.latestVersion(),
                     "latest_unstable", (int) k.latestVersion(true)));
         }
@@ -172,10 +134,10 @@ public final class ClientCheck {
             if (!Arrays.equals(payload, back.toByteArray())) {
                 throw new IllegalStateException(name + ": round trip changed the bytes");
             }
-            emit(CheckSupport.obj("event", "codec", "codec", name, "ok", true, "raw", payload.length,
+            CheckSupport.emit(CheckSupport.obj("event", "codec", "codec", name, "ok", true, "raw", payload.length,
                     "compressed", compressedSize));
         }
-        emit(CheckSupport.obj("event", "codec_impls",
+        CheckSupport.emit(CheckSupport.obj("event", "codec_impls",
                 "lz4", net.jpountz.lz4.LZ4Factory.fastestInstance().toString(),
                 "zstd_native", com.github.luben.zstd.util.Native.isLoaded(),
                 // snappy-java has no pure-Java fallback: this native call throws if the lib did not load.
@@ -186,7 +148,7 @@ public final class ClientCheck {
     private static void partitions(int numPartitions, String[] keys) {
         for (String k : keys) {
             byte[] kb = new StringSerializer().serialize("unused", k);
-            emit(CheckSupport.obj("event", "partition_for_key", "key", k,
+            CheckSupport.emit(CheckSupport.obj("event", "partition_for_key", "key", k,
                     "partition", BuiltInPartitioner.partitionForKey(kb, numPartitions)));
         }
     }
@@ -206,7 +168,7 @@ public final class ClientCheck {
         try (Admin a = admin()) {
             CreateTopicsResult r = a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1)));
             r.all().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-            emit(CheckSupport.obj("event", "created", "topic", topic,
+            CheckSupport.emit(CheckSupport.obj("event", "created", "topic", topic,
                     "topicId", r.topicId(topic).get().toString(),
                     "numPartitions", r.numPartitions(topic).get(),
                     "replicationFactor", r.replicationFactor(topic).get()));
@@ -223,7 +185,7 @@ public final class ClientCheck {
                         "leader", pi.leader() == null ? null : pi.leader().id(),
                         "replicas", nodeIds(pi.replicas()), "isr", nodeIds(pi.isr())));
             }
-            emit(CheckSupport.obj("event", "described", "topic", d.name(), "topicId", d.topicId().toString(),
+            CheckSupport.emit(CheckSupport.obj("event", "described", "topic", d.name(), "topicId", d.topicId().toString(),
                     "internal", d.isInternal(), "partitions", parts));
         }
     }
@@ -234,7 +196,7 @@ public final class ClientCheck {
         } catch (Exception e) {
             Throwable root = unwrap(e);
             if (root.getClass().getSimpleName().equals(expected)) {
-                emit(CheckSupport.obj("event", "expected_error", "cmd", String.join(" ", cmd), "error", expected,
+                CheckSupport.emit(CheckSupport.obj("event", "expected_error", "cmd", String.join(" ", cmd), "error", expected,
                         "message", String.valueOf(root.getMessage())));
                 return;
             }
@@ -246,14 +208,14 @@ public final class ClientCheck {
     private static void listTopics() throws Exception {
         try (Admin a = admin()) {
             Set<String> names = new TreeSet<>(a.listTopics().names().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS));
-            emit(CheckSupport.obj("event", "topics", "topics", new ArrayList<>(names)));
+            CheckSupport.emit(CheckSupport.obj("event", "topics", "topics", new ArrayList<>(names)));
         }
     }
 
     private static void deleteTopic(String topic) throws Exception {
         try (Admin a = admin()) {
             a.deleteTopics(List.of(topic)).all().get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-            emit(CheckSupport.obj("event", "deleted", "topic", topic));
+            CheckSupport.emit(CheckSupport.obj("event", "deleted", "topic", topic));
         }
     }
 
@@ -314,17 +276,17 @@ public final class ClientCheck {
             Object r = results.get(i);
             if (r instanceof Exception) {
                 Throwable root = unwrap((Exception) r);
-                emit(CheckSupport.obj("event", "send_error", "topic", topic, "i", i, "error", root.getClass().getName(),
+                CheckSupport.emit(CheckSupport.obj("event", "send_error", "topic", topic, "i", i, "error", root.getClass().getName(),
                         "message", String.valueOf(root.getMessage())));
                 if (firstError == null) firstError = (Exception) r;
             } else {
                 RecordMetadata md = (RecordMetadata) r;
-                emit(CheckSupport.obj("event", "sent", "topic", md.topic(), "i", i, "key", "k-" + i,
+                CheckSupport.emit(CheckSupport.obj("event", "sent", "topic", md.topic(), "i", i, "key", "k-" + i,
                         "partition", md.partition(), "offset", md.offset(), "timestamp", md.timestamp()));
             }
         }
         if (firstError != null) throw firstError;
-        emit(CheckSupport.obj("event", "produced", "topic", topic, "count", n, "compression", compression, "acks", acks));
+        CheckSupport.emit(CheckSupport.obj("event", "produced", "topic", topic, "count", n, "compression", compression, "acks", acks));
     }
 
     // ---- consumer ------------------------------------------------------------------------------
@@ -374,14 +336,14 @@ public final class ClientCheck {
                     count++;
                     List<Object> hs = new ArrayList<>();
                     for (Header h : r.headers()) hs.add(Arrays.asList(h.key(), CheckSupport.hex(h.value())));
-                    emit(CheckSupport.obj("event", "record", "topic", r.topic(), "partition", r.partition(),
+                    CheckSupport.emit(CheckSupport.obj("event", "record", "topic", r.topic(), "partition", r.partition(),
                             "offset", r.offset(), "key", r.key(), "value", r.value(),
                             "timestamp", r.timestamp(), "timestampType", r.timestampType().name(),
                             "leaderEpoch", r.leaderEpoch().orElse(null), "headers", hs));
                 }
             }
         }
-        emit(CheckSupport.obj("event", "consumed", "topic", topic, "count", count, "expected", n));
+        CheckSupport.emit(CheckSupport.obj("event", "consumed", "topic", topic, "count", count, "expected", n));
         if (count != n) throw new IllegalStateException("consumed " + count + " records, expected " + n);
     }
 
@@ -395,7 +357,7 @@ public final class ClientCheck {
             Map<String, Object> end = new TreeMap<>();
             for (Map.Entry<TopicPartition, Long> e : c.endOffsets(tps, t).entrySet())
                 end.put(String.valueOf(e.getKey().partition()), e.getValue());
-            emit(CheckSupport.obj("event", "offsets", "topic", topic, "beginning", begin, "end", end));
+            CheckSupport.emit(CheckSupport.obj("event", "offsets", "topic", topic, "beginning", begin, "end", end));
             for (String s : tsList.split(",")) {
                 long ts = Long.parseLong(s);
                 Map<TopicPartition, Long> query = new HashMap<>();
@@ -406,7 +368,7 @@ public final class ClientCheck {
                     res.put(String.valueOf(e.getKey().partition()),
                             ot == null ? null : Arrays.asList(ot.offset(), ot.timestamp()));
                 }
-                emit(CheckSupport.obj("event", "offsets_for_times", "topic", topic, "ts", ts, "result", res));
+                CheckSupport.emit(CheckSupport.obj("event", "offsets_for_times", "topic", topic, "ts", ts, "result", res));
             }
         }
     }
@@ -427,7 +389,4 @@ public final class ClientCheck {
         return t;
     }
 
-    private static void emit(Map<String, Object> m) {
-        OUT.println(CheckSupport.toJson(m));
-    }
 }

@@ -1,5 +1,3 @@
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -62,7 +60,6 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                                       class name of the unwrapped cause)
  */
 public final class TxnCheck {
-    private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
     private static final long OP_TIMEOUT_MS = 20_000;
     private static final Map<String, KafkaProducer<String, String>> PRODUCERS = new HashMap<>();
     private static String bootstrap;
@@ -73,21 +70,8 @@ public final class TxnCheck {
             System.exit(2);
         }
         bootstrap = args[0];
-        startWatchdog(Long.getLong("clientcheck.deadline.ms", 80_000));
-        int failures = 0;
-        for (int i = 1; i < args.length; i++) {
-            String[] cmd = args[i].trim().split("\\s+");
-            long start = System.nanoTime();
-            try {
-                run(cmd);
-                emit(CheckSupport.obj("event", "done", "cmd", args[i], "ms", (System.nanoTime() - start) / 1_000_000));
-            } catch (Throwable t) {
-                failures++;
-                Throwable root = unwrap(t);
-                emit(CheckSupport.obj("event", "error", "cmd", args[i], "error", root.getClass().getName(),
-                        "message", String.valueOf(root.getMessage()), "trace", CheckSupport.stackHead(t)));
-            }
-        }
+        CheckSupport.startWatchdog("TxnCheck", Long.getLong("clientcheck.deadline.ms", 80_000));
+        int failures = CheckSupport.runAll(args, 1, TxnCheck::run, TxnCheck::unwrap);
         for (KafkaProducer<String, String> p : PRODUCERS.values()) {
             try {
                 p.close(Duration.ofSeconds(3));
@@ -95,27 +79,8 @@ public final class TxnCheck {
                 // a fenced producer may refuse a clean close; the exit below ends it anyway
             }
         }
-        OUT.flush();
+        CheckSupport.OUT.flush();
         System.exit(failures == 0 ? 0 : 1);
-    }
-
-    private static void startWatchdog(long deadlineMs) {
-        Thread main = Thread.currentThread();
-        Thread w = new Thread(() -> {
-            try {
-                Thread.sleep(deadlineMs);
-            } catch (InterruptedException e) {
-                return;
-            }
-            StringBuilder st = new StringBuilder();
-            for (StackTraceElement el : main.getStackTrace()) st.append(" | at ").append(el);
-            emit(CheckSupport.obj("event", "error", "cmd", "watchdog", "error", "Deadline",
-                    "message", "TxnCheck still running after " + deadlineMs + " ms", "trace", st.toString()));
-            OUT.flush();
-            Runtime.getRuntime().halt(3);
-        }, "txncheck-watchdog");
-        w.setDaemon(true);
-        w.start();
     }
 
     private static void run(String[] c) throws Exception {
@@ -158,7 +123,7 @@ public final class TxnCheck {
         try (Admin a = admin()) {
             a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all()
                     .get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-            emit(CheckSupport.obj("event", "created", "topic", topic, "numPartitions", partitions));
+            CheckSupport.emit(CheckSupport.obj("event", "created", "topic", topic, "numPartitions", partitions));
         }
     }
 
@@ -170,7 +135,7 @@ public final class TxnCheck {
             for (Map.Entry<TopicPartition, OffsetAndMetadata> e : m.entrySet()) {
                 offsets.put(e.getKey().toString(), e.getValue() == null ? null : e.getValue().offset());
             }
-            emit(CheckSupport.obj("event", "group_offsets", "group", group, "offsets", offsets));
+            CheckSupport.emit(CheckSupport.obj("event", "group_offsets", "group", group, "offsets", offsets));
         }
     }
 
@@ -183,7 +148,7 @@ public final class TxnCheck {
                 List<Object> tps = new ArrayList<>();
                 for (TopicPartition tp : d.topicPartitions()) tps.add(tp.toString());
                 tps.sort(null);
-                emit(CheckSupport.obj("event", "txn_description", "transactionalId", id,
+                CheckSupport.emit(CheckSupport.obj("event", "txn_description", "transactionalId", id,
                         "coordinatorId", d.coordinatorId(), "state", d.state().toString(),
                         "producerId", d.producerId(), "producerEpoch", d.producerEpoch(),
                         "transactionTimeoutMs", d.transactionTimeoutMs(),
@@ -203,7 +168,7 @@ public final class TxnCheck {
                 out.add(CheckSupport.obj("transactionalId", l.transactionalId(), "producerId", l.producerId(),
                         "state", l.state().toString()));
             }
-            emit(CheckSupport.obj("event", "txn_listing", "transactions", out));
+            CheckSupport.emit(CheckSupport.obj("event", "txn_listing", "transactions", out));
         }
     }
 
@@ -223,7 +188,7 @@ public final class TxnCheck {
                             "currentTransactionStartOffset", s.currentTransactionStartOffset().isPresent()
                                     ? s.currentTransactionStartOffset().getAsLong() : null));
                 }
-                emit(CheckSupport.obj("event", "producers", "partition", tp.partition(), "active", ps));
+                CheckSupport.emit(CheckSupport.obj("event", "producers", "partition", tp.partition(), "active", ps));
             }
         }
     }
@@ -234,7 +199,7 @@ public final class TxnCheck {
         } catch (Exception e) {
             Throwable root = unwrap(e);
             if (root.getClass().getSimpleName().equals(expected)) {
-                emit(CheckSupport.obj("event", "expected_error", "cmd", String.join(" ", cmd), "error", expected,
+                CheckSupport.emit(CheckSupport.obj("event", "expected_error", "cmd", String.join(" ", cmd), "error", expected,
                         "message", String.valueOf(root.getMessage())));
                 return;
             }
@@ -260,7 +225,7 @@ public final class TxnCheck {
         KafkaProducer<String, String> producer = new KafkaProducer<>(p);
         PRODUCERS.put(handle, producer);
         producer.initTransactions();
-        emit(CheckSupport.obj("event", "initialized", "handle", handle, "transactionalId", transactionalId));
+        CheckSupport.emit(CheckSupport.obj("event", "initialized", "handle", handle, "transactionalId", transactionalId));
     }
 
     private static KafkaProducer<String, String> producer(String handle) {
@@ -285,9 +250,9 @@ public final class TxnCheck {
         p.flush();
         for (int i = 0; i < n; i++) {
             RecordMetadata md = sent.get(i).get(OP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
-            emit(CheckSupport.obj("event", "sent", "tag", tag, "i", i, "partition", md.partition(), "offset", md.offset()));
+            CheckSupport.emit(CheckSupport.obj("event", "sent", "tag", tag, "i", i, "partition", md.partition(), "offset", md.offset()));
         }
-        emit(CheckSupport.obj("event", "opened", "handle", c[1], "topic", topic, "tag", tag, "count", n));
+        CheckSupport.emit(CheckSupport.obj("event", "opened", "handle", c[1], "topic", topic, "tag", tag, "count", n));
     }
 
     private static void sendOffsets(KafkaProducer<String, String> p, String group, String src, long base) {
@@ -295,7 +260,7 @@ public final class TxnCheck {
         Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
         for (int q = 0; q < partitions; q++) offsets.put(new TopicPartition(src, q), new OffsetAndMetadata(base + q));
         p.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(group));
-        emit(CheckSupport.obj("event", "offsets_sent", "group", group, "topic", src, "base", base));
+        CheckSupport.emit(CheckSupport.obj("event", "offsets_sent", "group", group, "topic", src, "base", base));
     }
 
     private static void end(String handle, String how) {
@@ -303,7 +268,7 @@ public final class TxnCheck {
         if (how.equals("commit")) p.commitTransaction();
         else if (how.equals("abort")) p.abortTransaction();
         else throw new IllegalArgumentException("end: commit or abort, not " + how);
-        emit(CheckSupport.obj("event", "ended", "handle", handle, "how", how));
+        CheckSupport.emit(CheckSupport.obj("event", "ended", "handle", handle, "how", how));
     }
 
     // ---- consumer ------------------------------------------------------------------------------
@@ -353,13 +318,13 @@ public final class TxnCheck {
                 }
                 for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(Math.min(left, 1000)))) {
                     count++;
-                    emit(CheckSupport.obj("event", "record", "isolation", isolation, "partition", r.partition(),
+                    CheckSupport.emit(CheckSupport.obj("event", "record", "isolation", isolation, "partition", r.partition(),
                             "offset", r.offset(), "key", r.key(), "value", r.value()));
                 }
             }
             Map<String, Object> positions = new TreeMap<>();
             for (TopicPartition tp : tps) positions.put(String.valueOf(tp.partition()), c.position(tp));
-            emit(CheckSupport.obj("event", "consumed", "isolation", isolation, "count", count, "positions", positions));
+            CheckSupport.emit(CheckSupport.obj("event", "consumed", "isolation", isolation, "count", count, "positions", positions));
         }
     }
 
@@ -370,7 +335,7 @@ public final class TxnCheck {
                     : c.endOffsets(partitionsOf(c, topic), Duration.ofMillis(OP_TIMEOUT_MS)).entrySet()) {
                 end.put(String.valueOf(e.getKey().partition()), e.getValue());
             }
-            emit(CheckSupport.obj("event", "end_offsets", "isolation", isolation, "end", end));
+            CheckSupport.emit(CheckSupport.obj("event", "end_offsets", "isolation", isolation, "end", end));
         }
     }
 
@@ -384,7 +349,4 @@ public final class TxnCheck {
         return t;
     }
 
-    private static synchronized void emit(Map<String, Object> m) {
-        OUT.println(CheckSupport.toJson(m));
-    }
 }
