@@ -2,9 +2,15 @@
 # Install everything the test suite needs on a fresh machine (Debian + Python), then run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "$(id -u)" = 0 ] && ! { command -v kcat && command -v javac; } >/dev/null 2>&1; then
+# Debian: kcat (a test client), a JDK (the Java clients, Spark, Apache Kafka 3.9 as the
+# differential oracle), ZooKeeper (the real server the oracle and cluster tests run on) and Maven
+# (resolves Kafka, Spark's Kafka connector and kafka-clients from Maven Central into a cache
+# outside the repository, once).
+if [ "$(id -u)" = 0 ] && ! { command -v kcat && command -v javac && command -v mvn \
+        && [ -f /usr/share/java/zookeeper.jar ]; } >/dev/null 2>&1; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat default-jdk-headless >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat default-jdk-headless zookeeper \
+        maven >/dev/null
 fi
 python3 -m pip install -q --disable-pip-version-check -e ".[test,spark]"
 exec python3 -m pytest -q "$@"

@@ -100,3 +100,24 @@ def _no_broker_left_behind() -> Iterator[None]:
             except OSError:
                 pass
     assert not leftovers, "broker processes left behind after the test session:\n" + "\n".join(leftovers)
+
+
+# ---- Apache Kafka 3.9 as the oracle, on a real ZooKeeper --------------------------------------
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator["ZooKeeperServer"]:
+    """One real ZooKeeper (Debian's package) for the session, on a free port in a temp dir."""
+    from tests.support.zookeeper import ZooKeeperServer
+
+    with ZooKeeperServer() as zk:
+        yield zk
+
+
+@pytest.fixture(scope="session")
+def kafka_oracle(zookeeper_server) -> Iterator["KafkaOracle"]:
+    """One Apache Kafka 3.9 broker in ZooKeeper mode for the whole session (jars from Maven
+    Central, resolved once into the cache): the reference every differential test compares with."""
+    from tests.support.kafka_oracle import KafkaOracle
+
+    with KafkaOracle(zookeeper_server.connect_string) as kafka:
+        yield kafka
