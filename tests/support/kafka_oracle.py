@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from tests.support import maven
 from tests.support.zookeeper import free_port
@@ -93,7 +93,8 @@ class KafkaOracle:
 
     def __init__(self, zookeeper_connect: str, overrides: Optional[Mapping[str, str]] = None,
                  work_dir: Optional[Path] = None, port: Optional[int] = None,
-                 chroot: Optional[str] = None) -> None:
+                 chroot: Optional[str] = None,
+                 jvm_flags: Optional[Sequence[str]] = None) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self._own_dir = work_dir is None
@@ -108,6 +109,9 @@ class KafkaOracle:
             "zookeeper.connect": self.zookeeper_connect,
         })
         self.properties.update(overrides or {})
+        # The defaults suit tests (fast start, small heap); a benchmark passes Kafka's own
+        # start-script flags instead.
+        self.jvm_flags = list(JVM_FLAGS if jvm_flags is None else jvm_flags)
         self.proc: Optional[subprocess.Popen[bytes]] = None
 
     @property
@@ -138,7 +142,7 @@ class KafkaOracle:
         return props
 
     def command(self) -> list[str]:
-        return (["java"] + JVM_FLAGS +
+        return (["java"] + self.jvm_flags +
                 [f"-Dlog4j.configuration=file:{self.work_dir / 'log4j.properties'}",
                  f"-Dkafka.logs.dir={self.work_dir}",
                  "-cp", maven.classpath(kafka_jars()), "kafka.Kafka",
