@@ -29,6 +29,18 @@ class CorruptRecordError(LogError):
     error_code = 2          # CORRUPT_MESSAGE
 
 
+class DecompressionError(LogError):
+    """A compressed batch whose records cannot be decompressed (a corrupt stream, or a codec
+    library that is missing). Kafka's record iterator throws a plain KafkaException("Failed to
+    decompress record stream") here, which no validation step catches: the append fails with
+    UNKNOWN_SERVER_ERROR and ReplicaManager logs it at ERROR naming the partition."""
+    error_code = -1         # UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str, codec: str) -> None:
+        super().__init__(message)
+        self.codec = codec
+
+
 class RecordTooLargeError(LogError):
     error_code = 10         # MESSAGE_TOO_LARGE
 

@@ -23,8 +23,8 @@ from typing import Iterator, NamedTuple, Sequence
 
 from crc32c import crc32c
 
-from kafkalite.log.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
-                                  RecordTooLargeError)
+from kafkalite.log.errors import (CorruptRecordError, DecompressionError, InvalidRecordError,
+                                  InvalidTimestampError, RecordTooLargeError)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -329,8 +329,15 @@ def _read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
+CODEC_NAMES = {COMPRESSION_NONE: "none", COMPRESSION_GZIP: "gzip", COMPRESSION_SNAPPY: "snappy",
+               COMPRESSION_LZ4: "lz4", COMPRESSION_ZSTD: "zstd"}
+
+
 def _decompress(codec: int, data: memoryview) -> bytes:
     from kafka import codec as kc   # imported lazily: only the inspection paths need it
+    name = CODEC_NAMES.get(codec)
+    if name is None or codec == COMPRESSION_NONE:
+        raise CorruptRecordError(f"Unknown compression type id {codec}")
     try:
         if codec == COMPRESSION_GZIP:
             return kc.gzip_decode(bytes(data))
@@ -338,13 +345,10 @@ def _decompress(codec: int, data: memoryview) -> bytes:
             return kc.snappy_decode(bytes(data))
         if codec == COMPRESSION_LZ4:
             return kc.lz4_decode(bytes(data))
-        if codec == COMPRESSION_ZSTD:
-            return kc.zstd_decode(bytes(data))
-    except CorruptRecordError:
-        raise
+        return kc.zstd_decode(bytes(data))
     except Exception as e:  # every codec library has its own error types
-        raise CorruptRecordError(f"Failed to decompress record batch (codec {codec}): {e}") from e
-    raise CorruptRecordError(f"Unknown compression type id {codec}")
+        # NotImplementedError too: kafka-python's codec raises it when the library is missing
+        raise DecompressionError(f"Failed to decompress record stream ({name}): {e!r}", name) from e
 
 
 def decode_records(batch: Buffer, header: BatchHeader | None = None) -> list[Record]:

@@ -9,7 +9,7 @@ import uuid
 from typing import Callable, Iterable, Optional
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.errors import OffsetOutOfRangeError
+from kafkalite.log.errors import DecompressionError, OffsetOutOfRangeError
 from kafkalite.log.log import ORIGIN_CLIENT
 from kafkalite.log.record_batch import split_batches
 from kafkalite.log.log_manager import LogManager
@@ -47,6 +47,17 @@ def _error_of(exc: Exception) -> tuple[ErrorCode, Optional[str]]:
         return ErrorCode(code), str(exc) or None
     log.exception("unexpected error in the replica manager")
     return ErrorCode.UNKNOWN_SERVER_ERROR, None
+
+
+def _append_error_of(tp: TopicPartition, exc: Exception) -> tuple[ErrorCode, Optional[str]]:
+    """An append's error code and message. A batch that does not decompress is Kafka's uncaught
+    KafkaException: ReplicaManager logs "Error processing append operation on partition" at ERROR
+    and the client gets UNKNOWN_SERVER_ERROR with no message (ApiError hides it)."""
+    if isinstance(exc, DecompressionError):
+        log.error("Error processing append operation on partition %s-%d (%s batch): %s",
+                  tp.topic, tp.partition, exc.codec, exc)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, None
+    return _error_of(exc)
 
 
 class ReplicaManager:
@@ -129,7 +140,7 @@ class ReplicaManager:
                 partition = self.leader_partition(tp)
                 info = partition.append_records_to_leader(records, required_acks, ts, origin)
             except Exception as e:  # the log's errors carry Kafka codes
-                result.error, result.error_message = _error_of(e)
+                result.error, result.error_message = _append_error_of(tp, e)
                 result.record_errors = list(getattr(e, "record_errors", None) or [])
                 continue
             result.base_offset = info.first_offset

@@ -261,12 +261,15 @@ def test_increment_sequence_wraps() -> None:
     assert parse_header(data).last_sequence == 1
 
 
-def test_corrupt_compressed_payload_is_corrupt_record() -> None:
+def test_corrupt_compressed_payload_is_a_decompression_error() -> None:
     data = build_batch([(b"k", b"v" * 100, 1)], compression=1)
     buf = bytearray(data)
     buf[-6] ^= 0xFF            # inside gzip's CRC32 trailer: decompression must fail
-    with pytest.raises(errors.CorruptRecordError):
+    with pytest.raises(errors.DecompressionError) as info:
         decode_records(bytes(buf))
+    # Kafka's uncaught KafkaException("Failed to decompress record stream"): UNKNOWN_SERVER_ERROR
+    assert info.value.error_code == -1 and info.value.codec == "gzip"
+    assert str(info.value).startswith("Failed to decompress record stream (gzip): ")
 
 
 record_st = st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=200),
