@@ -1,8 +1,8 @@
 """Transactions with the official Java client (kafka-clients 3.9.1 and 4.4.0) against kafkalite.
 
 tests/java/TxnCheck.java is compiled once per session and client version (cached in the temp dir
-like ClientCheck) and run as a subprocess printing one JSON object per line. The jar lookup, JVM flags, logging
-config and the run report are those of test_java_client.py, imported from there.
+like ClientCheck) and run as a subprocess printing one JSON object per line. The jars, JVM flags,
+logging config and the run report are those of test_java_client.py, imported from there.
 
 Checked exactly: an aborted and a committed transaction of N records across three partitions
 with sendOffsetsToTransaction; read_committed vs read_uncommitted records and end offsets (LSO vs
