@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Benchmark kafkalite against librdkafka's in-process mock cluster, in the same run.
+"""Benchmark kafkalite against Apache Kafka 3.9 and librdkafka's in-process mock cluster, in one run.
 
-Both targets are driven by the same client (confluent-kafka / librdkafka) with the same settings,
-alternating target order every round, because the machine is small and noisy: only numbers taken
-side by side in one invocation are comparable.
+Every target is driven by the same client (confluent-kafka / librdkafka) with the same settings,
+rotating the target order every round, because the machine is small and noisy: only numbers taken
+side by side in one invocation are comparable. Apache Kafka runs in ZooKeeper mode from
+tests/support (KafkaOracle, ZooKeeperServer: jars from Maven Central, Debian's ZooKeeper) with
+its own start scripts' JVM flags; the mock is the ceiling of the client on this machine.
 
 Measurements (see docs/benchmarks.md for the method):
   produce  -- 1 KiB values, linger.ms=5, acks=1, 3-partition topic, N messages; first produce to
@@ -11,7 +13,9 @@ Measurements (see docs/benchmarks.md for the method):
   consume  -- the same data, all 3 partitions assigned from the beginning, fetch.* defaults, until
               everything the target still holds is read.
   latency  -- 2,000 single-message sends, flush after each, acks=1; p50 / p99.
-  startup  -- `kafkalite serve`: process spawn to ready line, and the broker's own "started in".
+  startup  -- process spawn to the first ApiVersions answered, for kafkalite and for Kafka (with
+              ZooKeeper already up; ZooKeeper's own spawn-to-`ruok` separately); kafkalite's
+              ready line and "started in" too.
   rebalance -- consumer groups: a 12-partition topic with a steady trickle of messages, three
               consumers stable in one group; a fourth subscribes: time until all four hold their
               final 3-partition share and each has received a message since it got it. Once with
@@ -21,9 +25,9 @@ Measurements (see docs/benchmarks.md for the method):
               asynchronously (pipelined; commits/s until the last is acknowledged).
 
 Usage:
-  python scripts/bench.py [--messages N] [--repeat R]
+  python scripts/bench.py [--messages N] [--repeat R] [--targets kafkalite,kafka,mock]
                           [--only produce,consume,latency,startup,rebalance,commit]
-                          [--json out.json]
+                          [--json out.json] [--quick]
 """
 from __future__ import annotations
 
@@ -65,11 +69,54 @@ ASSIGNORS = ("range", "cooperative-sticky")
 GROUP_BROKER_OVERRIDES = ("group.initial.rebalance.delay.ms=0",
                           "group.min.session.timeout.ms=1000")
 KAFKALITE = "kafkalite"
+KAFKA = "kafka"
 MOCK = "mock"
+TARGETS = (KAFKALITE, KAFKA, MOCK)  # also the order of the table's columns
+LABELS = {KAFKALITE: "kafkalite", KAFKA: "Apache Kafka 3.9.1", MOCK: "librdkafka mock"}
+# What Kafka's own scripts run the broker with: kafka-server-start.sh sets the heap
+# (KAFKA_HEAP_OPTS), kafka-run-class.sh the rest (KAFKA_JVM_PERFORMANCE_OPTS: G1 with a 20 ms pause
+# goal). The oracle's defaults are for tests (serial GC, C1 only, 512 MiB): they start sooner but
+# never reach C2-compiled code, which would handicap Kafka's throughput here.
+KAFKA_JVM_FLAGS = ("-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                   "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                   "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true")
+# --quick: every phase and every figure, in about a minute per JVM target (a smoke test, not
+# figures). Options given explicitly still win.
+QUICK = {"messages": 3000, "warmup_messages": 300, "repeat": 1, "starts": 1,
+         "latency_sends": 100, "commit_seconds": 0.5, "async_commits": 200}
 
 
 class BenchError(RuntimeError):
     """A measurement could not be completed; the message says why (reported, not hidden)."""
+
+
+def _support() -> tuple[Any, Any]:
+    """tests/support's kafka_oracle and zookeeper modules. They live in the repository's test
+    tree, not in the kafkalite package, so they are imported only when needed."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from tests.support import kafka_oracle, zookeeper
+    return kafka_oracle, zookeeper
+
+
+def api_versions_answered(host: str, port: int, timeout: float) -> bool:
+    """One ApiVersions request (the oracle's own probe); True once answered without error."""
+    return bool(_support()[0]._api_versions_ok(host, port, timeout))
+
+
+def zookeeper_answered(host: str, port: int, timeout: float) -> bool:
+    return _support()[1].four_letter_word(host, port, "ruok", timeout) == "imok"
+
+
+def free_port() -> int:
+    return int(_support()[1].free_port())
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (from /proc; all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,9 +128,10 @@ class KafkaliteBroker:
 
     name = KAFKALITE
 
-    def __init__(self, ready_timeout: float = 60.0, extra_overrides: Optional[list[str]] = None
-                 ) -> None:
+    def __init__(self, ready_timeout: float = 60.0, extra_overrides: Optional[list[str]] = None,
+                 port: int = 0) -> None:
         self.ready_timeout = ready_timeout
+        self.listen_port = port  # 0: a free port, learned from the ready line
         self.extra_overrides = list(extra_overrides or [])
         self._tmp: Optional[tempfile.TemporaryDirectory[str]] = None
         self.proc: Optional[subprocess.Popen[str]] = None
@@ -104,7 +152,7 @@ class KafkaliteBroker:
         self._tmp = tempfile.TemporaryDirectory(prefix="kafkalite-bench-")
         log_dir = Path(self._tmp.name) / "logs"
         cmd = [sys.executable, "-m", "kafkalite", "serve",
-               "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+               "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.listen_port}",
                "--override", f"log.dirs={log_dir}"]
         for ov in self.extra_overrides:
             cmd += ["--override", ov]
@@ -149,18 +197,12 @@ class KafkaliteBroker:
         return self
 
     def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        fut = admin.create_topics([NewTopic(topic, partitions, 1)],
-                                  operation_timeout=timeout, request_timeout=timeout)[topic]
-        fut.result(timeout)
-        wait_for_partitions(self.bootstrap, topic, partitions, timeout)
+        create_topic_by_admin(self.bootstrap, topic, partitions, timeout)
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the broker process has used so far (from /proc)."""
         assert self.proc is not None, "broker not started"
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.proc.pid)
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (clean shutdown), SIGKILL the process group if it does not exit in time."""
@@ -183,6 +225,73 @@ class KafkaliteBroker:
             if self._tmp is not None:
                 self._tmp.cleanup()
                 self._tmp = None
+
+
+class KafkaBroker:
+    """Apache Kafka 3.9 in ZooKeeper mode (tests/support/kafka_oracle.py) with a fresh ZooKeeper of
+    its own (tests/support/zookeeper.py), each on a free port and a temp dir removed at stop."""
+
+    name = KAFKA
+
+    def __init__(self, ready_timeout: float = 60.0, extra_overrides: Optional[list[str]] = None,
+                 jvm_flags: tuple[str, ...] = KAFKA_JVM_FLAGS) -> None:
+        self.ready_timeout = ready_timeout
+        # The same `key=value` overrides kafkalite gets, as Kafka properties.
+        self.overrides = dict(ov.split("=", 1) for ov in extra_overrides or [])
+        self.jvm_flags = list(jvm_flags)
+        self.zookeeper: Any = None
+        self.oracle: Any = None
+        self.partition_count_note = ""
+        self.exit_codes: list[int] = []  # of every SIGTERM stop (the JVM's 143 is a clean one)
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.oracle is not None, "broker not started"
+        return str(self.oracle.bootstrap_servers)
+
+    def new_zookeeper(self) -> Any:
+        """The ZooKeeperServer, created (port chosen) but not started."""
+        self.zookeeper = _support()[1].ZooKeeperServer()
+        return self.zookeeper
+
+    def new_kafka(self) -> Any:
+        """The KafkaOracle on the running ZooKeeper, created (port chosen) but not started."""
+        assert self.zookeeper is not None, "ZooKeeper first"
+        self.oracle = _support()[0].KafkaOracle(self.zookeeper.connect_string,
+                                                overrides=self.overrides,
+                                                jvm_flags=self.jvm_flags)
+        return self.oracle
+
+    def start(self) -> "KafkaBroker":
+        try:
+            self.new_zookeeper().start(timeout=self.ready_timeout)
+            self.new_kafka().start(timeout=self.ready_timeout)
+        except RuntimeError as e:  # ZooKeeperError, KafkaOracleError: they carry the logs' tail
+            self.stop()
+            raise BenchError(f"Apache Kafka / ZooKeeper did not start: {str(e)[-1500:]}") from e
+        return self
+
+    def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
+        create_topic_by_admin(self.bootstrap, topic, partitions, timeout)
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the broker's JVM so far (every thread: GC and JIT compilers too)."""
+        assert self.oracle is not None and self.oracle.proc is not None, "broker not started"
+        return process_cpu_seconds(self.oracle.proc.pid)
+
+    def stop(self) -> None:
+        """SIGTERM (controlled shutdown), SIGKILL after 30 s; then ZooKeeper; dirs removed."""
+        oracle, self.oracle = self.oracle, None
+        zookeeper, self.zookeeper = self.zookeeper, None
+        try:
+            if oracle is not None:
+                code = oracle.stop()
+                if code is not None:
+                    self.exit_codes.append(code)
+                oracle.close()
+        finally:
+            if zookeeper is not None:
+                zookeeper.close()
 
 
 class _RdKafkaLib:
@@ -323,7 +432,16 @@ class MockCluster:
             self._host_producer = None
 
 
-Target = Any  # KafkaliteBroker | MockCluster: both have name, bootstrap, create_topic(), stop()
+Target = Any  # KafkaliteBroker | KafkaBroker | MockCluster: name, bootstrap, create_topic(), stop()
+
+
+def create_topic_by_admin(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
+    """CreateTopics through an AdminClient (a real broker's way), then wait for the leaders."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fut = admin.create_topics([NewTopic(topic, partitions, 1)],
+                              operation_timeout=timeout, request_timeout=timeout)[topic]
+    fut.result(timeout)
+    wait_for_partitions(bootstrap, topic, partitions, timeout)
 
 
 def wait_for_partitions(bootstrap: str, topic: str, partitions: int, timeout: float,
@@ -519,17 +637,89 @@ def measure_latency(bootstrap: str, topic: str, sends: int, value_size: int, tim
     return LatencyResult(samples)
 
 
-def measure_kafkalite_start(ready_timeout: float, exit_codes: list[int]
-                            ) -> tuple[float, Optional[float]]:
-    """(spawn to ready line, broker's own "started in"), in seconds; appends the stop's exit code."""
-    b = KafkaliteBroker(ready_timeout=ready_timeout)
+# How often the start-up probe knocks: often enough for a ~10 ms resolution, rarely enough that
+# a refused connect() every 5 ms costs the starting broker nothing measurable.
+PROBE_INTERVAL_S = 0.005
+
+
+def time_until_answered(start: Callable[[], Any], probe: Callable[[float], bool],
+                        timeout: float) -> float:
+    """Seconds from calling `start` (which spawns a process and returns once that process
+    considers itself ready) until `probe` first succeeds, polled from this thread every
+    PROBE_INTERVAL_S. The same clock and probe for every broker, whatever each one's own idea of
+    ready: a probe that connects while the broker is not yet serving waits for its answer (up to
+    the time left), so the answer's arrival is what is timed, not the next poll."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            start()
+        except BaseException as e:  # noqa: BLE001 -- reported by the polling thread
+            failure.append(e)
+
+    starter = threading.Thread(target=run, name="bench-start", daemon=True)
+    t0 = time.perf_counter()
+    starter.start()
     try:
-        b.start()
-        assert b.spawn_to_ready_s is not None
-        return b.spawn_to_ready_s, b.reported_start_s
+        while True:
+            left = timeout - (time.perf_counter() - t0)
+            if left <= 0:
+                raise BenchError(f"no answer within {timeout:.0f} s of the spawn")
+            try:
+                if probe(left):
+                    return time.perf_counter() - t0
+            except OSError:
+                pass  # not listening yet, or closed on us: knock again
+            if failure:
+                raise BenchError(f"start failed: {str(failure[0])[-1500:]}")
+            time.sleep(PROBE_INTERVAL_S)
+    finally:
+        starter.join(timeout)
+        if failure and not isinstance(failure[0], Exception):
+            raise failure[0]
+
+
+@dataclass
+class StartResult:
+    to_api_versions_s: float                  # spawn -> first ApiVersions answered
+    ready_line_s: Optional[float] = None      # kafkalite: spawn -> its ready line
+    reported_start_s: Optional[float] = None  # kafkalite: its own "started in"
+    zookeeper_s: Optional[float] = None       # Kafka: ZooKeeper's spawn -> `ruok` answered
+
+
+def measure_kafkalite_start(ready_timeout: float, exit_codes: list[int]) -> StartResult:
+    """A fresh `kafkalite serve` on a fresh temp dir; appends the stop's exit code."""
+    port = free_port()
+    b = KafkaliteBroker(ready_timeout=ready_timeout, port=port)
+    try:
+        to_api = time_until_answered(
+            b.start, lambda left: api_versions_answered("127.0.0.1", port, left), ready_timeout)
+        return StartResult(to_api, b.spawn_to_ready_s, b.reported_start_s)
     finally:
         b.stop()
         exit_codes.extend(b.exit_codes)
+
+
+def measure_kafka_start(ready_timeout: float, jvm_flags: tuple[str, ...],
+                        exit_codes: list[int]) -> StartResult:
+    """A fresh ZooKeeper, then a fresh Kafka on it, each timed from its spawn to its first
+    answer (`ruok`, ApiVersions); Kafka's start begins once ZooKeeperServer.start() returned."""
+    k = KafkaBroker(ready_timeout=ready_timeout, jvm_flags=jvm_flags)
+    try:
+        zk = k.new_zookeeper()
+        zk_s = time_until_answered(lambda: zk.start(timeout=ready_timeout),
+                                   lambda left: zookeeper_answered(zk.host, zk.port,
+                                                                   min(left, 5.0)),
+                                   ready_timeout)
+        kafka = k.new_kafka()
+        kafka_s = time_until_answered(lambda: kafka.start(timeout=ready_timeout),
+                                      lambda left: api_versions_answered(kafka.host, kafka.port,
+                                                                         left),
+                                      ready_timeout)
+        return StartResult(kafka_s, zookeeper_s=zk_s)
+    finally:
+        k.stop()
+        exit_codes.extend(k.exit_codes)
 
 
 def measure_mock_start() -> float:
@@ -838,7 +1028,7 @@ class CommitResult:
     async_commits: int
     partitions: int
     total_commits: int                      # warm-up + sync + async
-    broker_cpu_s: Optional[float] = None    # kafkalite only: its process CPU over all of them
+    broker_cpu_s: Optional[float] = None    # brokers in a process of their own: its CPU over all
 
 
 def measure_commits(bootstrap: str, topic: str, group: str, settings: GroupSettings,
@@ -930,6 +1120,11 @@ class Results:
         self.errors: dict[str, dict[str, list[str]]] = {}
         self.notes: list[str] = []
         self.exit_codes: list[int] = []  # kafkalite's, on each SIGTERM stop
+        self.kafka_exit_codes: list[int] = []  # Apache Kafka's, likewise
+
+    def record_stops(self, target: Target) -> None:
+        codes = getattr(target, "exit_codes", [])
+        (self.kafka_exit_codes if target.name == KAFKA else self.exit_codes).extend(codes)
 
     def add(self, metric: str, target: str, value: Optional[float]) -> None:
         if value is not None:
@@ -952,11 +1147,19 @@ def run_phase(results: Results, phase: str, target: Target, fn: Callable[[], Any
         return None
 
 
-def start_target(results: Results, name: str, ready_timeout: float,
+def new_target(name: str, args: argparse.Namespace, overrides: tuple[str, ...] = ()) -> Target:
+    if name == KAFKALITE:
+        return KafkaliteBroker(ready_timeout=args.ready_timeout, extra_overrides=list(overrides))
+    if name == KAFKA:
+        return KafkaBroker(ready_timeout=args.ready_timeout, extra_overrides=list(overrides),
+                           jvm_flags=args.kafka_jvm_flags)
+    return MockCluster()
+
+
+def start_target(results: Results, name: str, args: argparse.Namespace,
                  overrides: tuple[str, ...] = ()) -> Optional[Target]:
     try:
-        t: Target = KafkaliteBroker(ready_timeout=ready_timeout, extra_overrides=list(overrides)) \
-            if name == KAFKALITE else MockCluster()
+        t = new_target(name, args, overrides)
         t.start()
         if name == MOCK and t.method not in results.notes:
             results.notes.append(t.method)
@@ -970,21 +1173,39 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
     targets: dict[str, Target] = {}
     try:
         for name in order:
-            t = start_target(results, name, args.ready_timeout)
+            t = start_target(results, name, args)
             if t is not None:
                 targets[name] = t
         live = [n for n in order if n in targets]
         topic = f"bench-r{rnd}"
         value = os.urandom(args.value_size)  # incompressible; compression is off anyway
         lat_topic = f"bench-lat-r{rnd}"
+        warm_topic = f"bench-warm-r{rnd}"
+        warm = args.warmup_messages > 0 and ("produce" in args.only or "consume" in args.only)
         produced: dict[str, int] = {}
         for name in live:
             t = targets[name]
-            ok = run_phase(results, "setup", t, lambda: (t.create_topic(topic, PARTITIONS),
-                                                         t.create_topic(lat_topic, 1)))
+            ok = run_phase(results, "setup", t, lambda: (
+                t.create_topic(topic, PARTITIONS), t.create_topic(lat_topic, 1),
+                t.create_topic(warm_topic, PARTITIONS) if warm else None))
             if ok is None:
-                targets.pop(name).stop()
+                stopping = targets.pop(name)
+                stopping.stop()
+                results.record_stops(stopping)
         live = [n for n in order if n in targets]
+
+        if warm:
+            # Unmeasured: the same produce and consume on a topic of its own, so that the JVM
+            # has compiled its hot paths before the clock runs (a broker in service is warm).
+            # Every target gets it; for kafkalite and the mock it only touches their caches.
+            for name in live:
+                t = targets[name]
+                print(f"[bench] round {rnd + 1}: warm-up {args.warmup_messages} msgs <-> {name}",
+                      file=sys.stderr)
+                run_phase(results, "warm-up", t, lambda: measure_consume(
+                    t.bootstrap, warm_topic, measure_produce(
+                        t.bootstrap, warm_topic, args.warmup_messages, value,
+                        args.timeout).messages, value, args.timeout))
 
         if "produce" in args.only or "consume" in args.only:
             for name in live:
@@ -1009,7 +1230,7 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                 c = run_phase(results, "consume", t, lambda: measure_consume(
                     t.bootstrap, topic, produced[name], value, args.timeout))
                 if c is not None:
-                    if name == KAFKALITE and c.messages != c.produced:
+                    if name != MOCK and c.messages != c.produced:
                         results.fail("consume", name, f"read {c.messages} of {c.produced} "
                                      "produced messages: the broker lost data")
                         continue
@@ -1041,7 +1262,7 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                 t.stop()
             except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
                 print(f"[bench] stopping {t.name}: {e}", file=sys.stderr)
-            results.exit_codes.extend(getattr(t, "exit_codes", []))
+            results.record_stops(t)
 
 
 def run_group_round(results: Results, rnd: int, args: argparse.Namespace,
@@ -1051,7 +1272,7 @@ def run_group_round(results: Results, rnd: int, args: argparse.Namespace,
     targets: dict[str, Target] = {}
     try:
         for name in order:
-            t = start_target(results, name, args.ready_timeout, GROUP_BROKER_OVERRIDES)
+            t = start_target(results, name, args, GROUP_BROKER_OVERRIDES)
             if t is not None:
                 targets[name] = t
         topic, ctopic = f"bench-grp-r{rnd}", f"bench-commit-r{rnd}"
@@ -1065,7 +1286,9 @@ def run_group_round(results: Results, rnd: int, args: argparse.Namespace,
                 t.create_topic(ctopic, PARTITIONS)
                 return True
             if run_phase(results, "setup", t, setup) is None:
-                targets.pop(name).stop()
+                stopping = targets.pop(name)
+                stopping.stop()
+                results.record_stops(stopping)
         live = [n for n in order if n in targets]
 
         if "rebalance" in args.only:
@@ -1091,7 +1314,7 @@ def run_group_round(results: Results, rnd: int, args: argparse.Namespace,
                 c = run_phase(results, "commit", t, lambda: measure_commits(
                     t.bootstrap, ctopic, f"bench-commit-r{rnd}", settings, args.commit_seconds,
                     args.async_commits, args.timeout,
-                    t.cpu_seconds if name == KAFKALITE else None))
+                    getattr(t, "cpu_seconds", None)))
                 if c is not None:
                     results.add("commit_sync_per_s", name, c.sync_per_s)
                     results.add("commit_async_per_s", name, c.async_per_s)
@@ -1107,31 +1330,46 @@ def run_group_round(results: Results, rnd: int, args: argparse.Namespace,
                 t.stop()
             except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
                 print(f"[bench] stopping {t.name}: {e}", file=sys.stderr)
-            results.exit_codes.extend(getattr(t, "exit_codes", []))
+            results.record_stops(t)
+
+
+def rotated(order: list[str], k: int) -> list[str]:
+    """`order` started at its k-th element: each target goes first in turn, round by round."""
+    k %= max(1, len(order))
+    return order[k:] + order[:k]
 
 
 def run_startup(results: Results, args: argparse.Namespace) -> None:
     for i in range(args.starts):
-        # Alternate which one goes first, like the rounds.
-        order = [KAFKALITE, MOCK] if i % 2 == 0 else [MOCK, KAFKALITE]
-        for name in order:
-            if name not in args.targets:
-                continue
+        for name in rotated([t for t in TARGETS if t in args.targets], i):
+            print(f"[bench] start {i + 1}/{args.starts}: {name}", file=sys.stderr)
             if name == KAFKALITE:
                 r = run_phase(results, "startup", KafkaliteBroker,
                               lambda: measure_kafkalite_start(args.ready_timeout,
                                                              results.exit_codes))
                 if r is not None:
-                    results.add("start_to_ready_ms", KAFKALITE, r[0] * 1000.0)
-                    if r[1] is not None:
-                        results.add("reported_start_ms", KAFKALITE, r[1] * 1000.0)
+                    results.add("start_to_api_versions_ms", KAFKALITE, r.to_api_versions_s * 1e3)
+                    if r.ready_line_s is not None:
+                        results.add("ready_line_ms", KAFKALITE, r.ready_line_s * 1000.0)
+                    if r.reported_start_s is not None:
+                        results.add("reported_start_ms", KAFKALITE, r.reported_start_s * 1e3)
+            elif name == KAFKA:
+                r = run_phase(results, "startup", KafkaBroker,
+                              lambda: measure_kafka_start(args.ready_timeout,
+                                                          args.kafka_jvm_flags,
+                                                          results.kafka_exit_codes))
+                if r is not None and r.zookeeper_s is not None:
+                    results.add("start_to_api_versions_ms", KAFKA, r.to_api_versions_s * 1e3)
+                    results.add("zookeeper_start_ms", KAFKA, r.zookeeper_s * 1e3)
+                    results.add("kafka_with_zookeeper_start_ms", KAFKA,
+                                (r.zookeeper_s + r.to_api_versions_s) * 1e3)
             else:
                 s = run_phase(results, "startup", MockCluster, measure_mock_start)
                 if s is not None:
-                    results.add("start_to_ready_ms", MOCK, s * 1000.0)
-    if KAFKALITE in args.targets:
-        print(f"[bench] startup x{args.starts}: median spawn->ready "
-              f"{results.median('start_to_ready_ms', KAFKALITE)} ms", file=sys.stderr)
+                    results.add("start_to_api_versions_ms", MOCK, s * 1000.0)
+    for name in args.targets:
+        print(f"[bench] startup x{args.starts}: {name} median spawn->first answer "
+              f"{results.median('start_to_api_versions_ms', name)} ms", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1142,35 +1380,56 @@ def run_startup(results: Results, args: argparse.Namespace) -> None:
 # a stable group (rdkafka_mock_cgrp.c), however soon every member has rejoined.
 MOCK_JOIN_CAVEAT = "mock's join phase is a fixed timer, see docs"
 
+@dataclass(frozen=True)
+class Row:
+    metric: str
+    label: str
+    fmt: str
+    phase: str
+    mock_caveat: str = ""  # the mock's figure is shown with this and gets no ratio
+    targets: tuple[str, ...] = TARGETS  # who has this figure; the others show "—"
+    ratio: bool = True
+    # kafkalite's figure to divide, when it sits in another row (Kafka incl. ZooKeeper)
+    kafkalite_metric: str = ""
+
+
+NOT_REF = "not a reference (mock keeps only recent data in memory)"
 ROWS = [
-    # metric, label, format, phase, mock caveat
-    ("produce_mb_s", "produce throughput (MB/s)", "{:.1f}", "produce", ""),
-    ("produce_msgs_s", "produce throughput (msgs/s)", "{:,.0f}", "produce", ""),
-    ("consume_mb_s", "consume throughput (MB/s)", "{:.1f}", "consume",
-     "not a reference (mock keeps only recent data in memory)"),
-    ("consume_msgs_s", "consume throughput (msgs/s)", "{:,.0f}", "consume",
-     "not a reference (mock keeps only recent data in memory)"),
-    ("consume_messages_read", "consume: messages read", "{:,.0f}", "consume",
-     "what the mock still held"),
-    ("latency_p50_ms", "produce latency p50 (ms)", "{:.3f}", "latency", ""),
-    ("latency_p99_ms", "produce latency p99 (ms)", "{:.3f}", "latency", ""),
-    ("start_to_ready_ms", "start-to-ready, spawn to ready line (ms)", "{:.0f}", "startup",
-     "in-process cluster creation to first metadata answer: not comparable"),
-    ("reported_start_ms", "start-to-ready, broker's own \"started in\" (ms)", "{:.0f}", "startup",
-     ""),
-    ("rebalance_range_ms", "rebalance 3 -> 4, range (eager): until all four consume (ms)",
-     "{:.0f}", "rebalance", MOCK_JOIN_CAVEAT),
-    ("rebalance_range_assigned_ms", "rebalance 3 -> 4, range (eager): until last assignment (ms)",
-     "{:.0f}", "rebalance", MOCK_JOIN_CAVEAT),
-    ("rebalance_cooperative-sticky_ms",
-     "rebalance 3 -> 4, cooperative-sticky: until all four consume (ms)", "{:.0f}", "rebalance",
-     MOCK_JOIN_CAVEAT),
-    ("rebalance_cooperative-sticky_assigned_ms",
-     "rebalance 3 -> 4, cooperative-sticky: until last assignment (ms)", "{:.0f}", "rebalance",
-     MOCK_JOIN_CAVEAT),
-    ("commit_sync_per_s", "OffsetCommit, sync (commits/s)", "{:,.0f}", "commit", ""),
-    ("commit_async_per_s", "OffsetCommit, async pipelined (commits/s)", "{:,.0f}", "commit", ""),
-    ("commit_broker_cpu_us", "OffsetCommit: broker CPU per commit (µs)", "{:.0f}", "commit", ""),
+    Row("produce_mb_s", "produce throughput (MB/s)", "{:.1f}", "produce"),
+    Row("produce_msgs_s", "produce throughput (msgs/s)", "{:,.0f}", "produce"),
+    Row("consume_mb_s", "consume throughput (MB/s)", "{:.1f}", "consume", NOT_REF),
+    Row("consume_msgs_s", "consume throughput (msgs/s)", "{:,.0f}", "consume", NOT_REF),
+    Row("consume_messages_read", "consume: messages read", "{:,.0f}", "consume",
+        "what the mock still held", ratio=False),
+    Row("latency_p50_ms", "produce latency p50 (ms)", "{:.3f}", "latency"),
+    Row("latency_p99_ms", "produce latency p99 (ms)", "{:.3f}", "latency"),
+    Row("start_to_api_versions_ms", "start-to-ready: spawn to first ApiVersions answered (ms)",
+        "{:.0f}", "startup",
+        "in-process cluster creation to first metadata answer: not comparable"),
+    Row("kafka_with_zookeeper_start_ms",
+        "start-to-ready incl. ZooKeeper: its spawn to `ruok` + Kafka's spawn to ApiVersions (ms)",
+        "{:.0f}", "startup", targets=(KAFKA,), kafkalite_metric="start_to_api_versions_ms"),
+    Row("zookeeper_start_ms", "ZooKeeper alone: spawn to `ruok` answered (ms)", "{:.0f}",
+        "startup", targets=(KAFKA,), ratio=False),
+    Row("ready_line_ms", "kafkalite: spawn to its ready line (ms)", "{:.0f}", "startup",
+        targets=(KAFKALITE,)),
+    Row("reported_start_ms", "kafkalite: broker's own \"started in\" (ms)", "{:.0f}", "startup",
+        targets=(KAFKALITE,)),
+    Row("rebalance_range_ms", "rebalance 3 -> 4, range (eager): until all four consume (ms)",
+        "{:.0f}", "rebalance", MOCK_JOIN_CAVEAT),
+    Row("rebalance_range_assigned_ms",
+        "rebalance 3 -> 4, range (eager): until last assignment (ms)", "{:.0f}", "rebalance",
+        MOCK_JOIN_CAVEAT),
+    Row("rebalance_cooperative-sticky_ms",
+        "rebalance 3 -> 4, cooperative-sticky: until all four consume (ms)", "{:.0f}",
+        "rebalance", MOCK_JOIN_CAVEAT),
+    Row("rebalance_cooperative-sticky_assigned_ms",
+        "rebalance 3 -> 4, cooperative-sticky: until last assignment (ms)", "{:.0f}",
+        "rebalance", MOCK_JOIN_CAVEAT),
+    Row("commit_sync_per_s", "OffsetCommit, sync (commits/s)", "{:,.0f}", "commit"),
+    Row("commit_async_per_s", "OffsetCommit, async pipelined (commits/s)", "{:,.0f}", "commit"),
+    Row("commit_broker_cpu_us", "OffsetCommit: broker CPU per commit (µs)", "{:.0f}", "commit",
+        targets=(KAFKALITE, KAFKA)),
 ]
 
 
@@ -1186,24 +1445,37 @@ def cell(results: Results, metric: str, target: str, fmt: str, phase: str) -> st
     return txt + (f" ({n} ok, {fails} failed)" if fails else "")
 
 
+def ratio_cell(results: Results, row: Row, reference: str) -> str:
+    """kafkalite's median over `reference`'s, where the two figures measure the same thing."""
+    if not row.ratio or reference not in row.targets or (reference == MOCK and row.mock_caveat):
+        return "—"
+    km = results.median(row.kafkalite_metric or row.metric, KAFKALITE)
+    rm = results.median(row.metric, reference)
+    return f"{km / rm:.2f}" if km is not None and rm else "—"
+
+
 def markdown_table(results: Results, args: argparse.Namespace) -> str:
-    lines = ["| measurement | kafkalite | librdkafka mock | kafkalite/mock |",
-             "|---|---:|---:|---:|"]
-    for metric, label, fmt, phase, caveat in ROWS:
-        if phase not in args.only:
+    shown = [t for t in TARGETS if t in args.targets]
+    refs = [t for t in (KAFKA, MOCK) if t in shown and KAFKALITE in shown]
+    head = ["measurement"] + [LABELS[t] for t in shown] + \
+        [f"kafkalite/{'Kafka' if r == KAFKA else 'mock'}" for r in refs]
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+    for row in ROWS:
+        if row.phase not in args.only:
             continue
-        if metric not in results.values and phase not in results.errors:
+        if row.metric not in results.values and row.phase not in results.errors:
             continue
-        k = cell(results, metric, KAFKALITE, fmt, phase)
-        m = cell(results, metric, MOCK, fmt, phase)
-        if metric == "reported_start_ms":
-            m = "n/a"
-        if caveat and m not in ("n/a",):
-            m = f"{m} — {caveat}"
-        km, mm = results.median(metric, KAFKALITE), results.median(metric, MOCK)
-        # A ratio only where the mock is a fair reference (no caveat on its figure).
-        ratio = f"{km / mm:.2f}" if km is not None and mm and not caveat else "—"
-        lines.append(f"| {label} | {k} | {m} | {ratio} |")
+        cells = [row.label]
+        for t in shown:
+            if t not in row.targets:
+                cells.append("—")
+                continue
+            c = cell(results, row.metric, t, row.fmt, row.phase)
+            if t == MOCK and row.mock_caveat and c != "n/a":
+                c = f"{c} — {row.mock_caveat}"
+            cells.append(c)
+        cells += [ratio_cell(results, row, r) for r in refs]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -1240,7 +1512,26 @@ def environment(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     }
 
 
+def java_version() -> str:
+    try:
+        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"java not runnable ({e})"
+    lines = (out.stderr or out.stdout).splitlines()
+    return lines[0].strip() if lines else "java (no version line)"
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if args.quick:
+        # Quick presets replace the defaults only, so explicit options still win.
+        ap.set_defaults(**QUICK)
+        args = ap.parse_args(argv)
+    return _checked(ap, args)
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=200 * MIB // 1024,
@@ -1249,11 +1540,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--only", default=",".join(PHASES),
                     help="comma list of: " + ",".join(PHASES))
     ap.add_argument("--json", metavar="OUT", help="also write all runs and medians as JSON")
-    ap.add_argument("--starts", type=int, default=10, help="kafkalite starts to time (K)")
+    ap.add_argument("--starts", type=int, default=10, help="starts of each target to time (K)")
+    ap.add_argument("--warmup-messages", type=int, default=20 * MIB // 1024,
+                    help="unmeasured produce + consume on each target before the timed ones, "
+                         "every round (default 20480; 0 = none)")
     ap.add_argument("--latency-sends", type=int, default=2000)
     ap.add_argument("--value-size", type=int, default=1024)
-    ap.add_argument("--targets", default=f"{KAFKALITE},{MOCK}",
-                    help="which targets to run (default both; one alone is for debugging)")
+    ap.add_argument("--targets", default=",".join(TARGETS),
+                    help="comma list of: " + ",".join(TARGETS) + " (default all; kafka needs "
+                         "Java, Debian's zookeeper and Maven Central or the jar cache)")
+    ap.add_argument("--kafka-jvm-flags", default=" ".join(KAFKA_JVM_FLAGS),
+                    help="JVM flags of the Apache Kafka broker (default: those of Kafka's own "
+                         "kafka-server-start.sh / kafka-run-class.sh)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke-test sizes: " + ", ".join(f"--{k.replace('_', '-')} {v}"
+                                                         for k, v in QUICK.items()))
     ap.add_argument("--timeout", type=float, default=300.0, help="limit per measurement (s)")
     ap.add_argument("--session-timeout-ms", type=int, default=2000,
                     help="group members' session.timeout.ms (default 2000)")
@@ -1267,15 +1568,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="commit: asynchronous commits issued back to back (default 5000)")
     ap.add_argument("--ready-timeout", type=float, default=60.0,
                     help="limit for `kafkalite serve` to print its ready line (s)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _checked(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    args.kafka_jvm_flags = tuple(shlex.split(args.kafka_jvm_flags))
     args.only = [p.strip() for p in args.only.split(",") if p.strip()]
     bad = [p for p in args.only if p not in PHASES]
     args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    bad += [t for t in args.targets if t not in (KAFKALITE, MOCK)]
+    bad += [t for t in args.targets if t not in TARGETS]
     if bad:
         ap.error(f"unknown phase/target: {', '.join(bad)}")
     if args.messages < PARTITIONS or args.repeat < 1 or args.starts < 1 or args.latency_sends < 1:
         ap.error("--messages >= 3, --repeat/--starts/--latency-sends >= 1")
+    if args.warmup_messages < 0 or 0 < args.warmup_messages < PARTITIONS:
+        ap.error("--warmup-messages 0 or >= 3")
     if not 0 < args.heartbeat_ms < args.session_timeout_ms:
         ap.error("need 0 < --heartbeat-ms < --session-timeout-ms")
     if args.session_timeout_ms < 1000:
@@ -1290,34 +1597,44 @@ def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     env = environment(args, argv)
+    env["targets"] = list(args.targets)
+    env["warmup_messages"] = args.warmup_messages
+    if KAFKA in args.targets:
+        env["kafka_version"] = LABELS[KAFKA]
+        env["kafka_jvm_flags"] = list(args.kafka_jvm_flags)
+        env["java"] = java_version()
     results = Results()
     t0 = time.monotonic()
+    order = [t for t in TARGETS if t in args.targets]
     if any(p in args.only for p in ("produce", "consume", "latency")):
         for rnd in range(args.repeat):
-            order = [KAFKALITE, MOCK] if rnd % 2 == 0 else [MOCK, KAFKALITE]
-            run_round(results, rnd, args, [t for t in order if t in args.targets])
+            run_round(results, rnd, args, rotated(order, rnd))
     if any(p in args.only for p in GROUP_PHASES):
         for rnd in range(args.repeat):
-            order = [KAFKALITE, MOCK] if rnd % 2 == 0 else [MOCK, KAFKALITE]
-            run_group_round(results, rnd, args, [t for t in order if t in args.targets])
+            run_group_round(results, rnd, args, rotated(order, rnd))
     if "startup" in args.only:
         run_startup(results, args)
     env["wall_seconds"] = round(time.monotonic() - t0, 1)
     env["loadavg_at_end"] = os.getloadavg()
 
     table = markdown_table(results, args)
-    print(f"\nkafkalite vs librdkafka mock cluster — {env['date']}, commit {env['git_commit']}, "
+    print("\n" + " vs ".join(LABELS[t] for t in order)
+          + f" — {env['date']}, commit {env['git_commit']}, "
           f"{env['cpus']} CPUs, confluent-kafka {env['confluent_kafka']} / librdkafka "
           f"{env['librdkafka']}; load average %.2f at start, %.2f at end"
           % (env["loadavg_at_start"][0], env["loadavg_at_end"][0]))
     print(f"command: {env['command']}")
-    print(f"medians of {args.repeat} rounds (startup: of {args.starts} starts); "
-          f"{args.messages} x {args.value_size} B messages; MB = 2^20 bytes of values")
+    print(f"medians of {args.repeat} rounds (startup: of {args.starts} starts), target order "
+          f"rotated each round; {args.messages} x {args.value_size} B messages after "
+          f"{args.warmup_messages} unmeasured; MB = 2^20 bytes of values")
+    if KAFKA in args.targets:
+        print(f"Apache Kafka: {env['java']}, ZooKeeper mode, JVM flags "
+              + " ".join(args.kafka_jvm_flags))
     if any(p in args.only for p in GROUP_PHASES):
         print(f"groups: session.timeout.ms {args.session_timeout_ms}, heartbeat.interval.ms "
               f"{args.heartbeat_ms}, {GROUP_PARTITIONS} partitions, one message per partition "
               f"every {args.trickle_ms:g} ms; sync commits for {args.commit_seconds:g} s, "
-              f"{args.async_commits} async commits; kafkalite with "
+              f"{args.async_commits} async commits; brokers with "
               + ", ".join(GROUP_BROKER_OVERRIDES))
     print()
     print(table)
@@ -1327,6 +1644,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         bad = [c for c in results.exit_codes if c != 0]
         print(f"\nkafkalite on SIGTERM: {len(results.exit_codes)} stops, "
               + (f"non-zero exit codes {bad} (-9 = needed SIGKILL)" if bad else "all exited 0"))
+    if results.kafka_exit_codes:
+        codes = sorted(set(results.kafka_exit_codes))
+        print(f"Apache Kafka on SIGTERM: {len(results.kafka_exit_codes)} stops, exit codes "
+              f"{codes} (143: the JVM's exit after its shutdown hook; -9: needed SIGKILL)")
     if results.errors:
         print("\nfailures:")
         for phase, by_target in results.errors.items():
@@ -1343,6 +1664,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                         for m, v in results.values.items()},
             "errors": results.errors,
             "kafkalite_exit_codes": results.exit_codes,
+            "kafka_exit_codes": results.kafka_exit_codes,
             "table_markdown": table,
         }
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
