@@ -100,3 +100,17 @@ class KafkaApiError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+def kafka_error_of(e: BaseException) -> tuple[int, str | None]:
+    """Kafka's ``Errors.forException`` with ``ApiError.fromThrowable``'s message: an error that
+    carries a Kafka code (KafkaApiError, the log layer's ``error_code``) keeps it and its message;
+    anything else is UNKNOWN_SERVER_ERROR, whose message is never sent (nothing internal leaks)."""
+    if isinstance(e, KafkaApiError):
+        code, message = int(e.code), e.message
+    else:
+        code = getattr(e, "error_code", None)
+        if not isinstance(code, int):
+            return int(ErrorCode.UNKNOWN_SERVER_ERROR), None
+        message = str(e) or None
+    return code, (None if code == ErrorCode.UNKNOWN_SERVER_ERROR else message)

@@ -2,24 +2,38 @@
 
 Unknown api keys, unsupported versions and undecodable requests close the connection, as Kafka
 does; the one exception is ApiVersions, whose unsupported versions get an UNSUPPORTED_VERSION
-answer in the v0 layout so that clients can fall back (KIP-511).
+answer in the v0 layout so that clients can fall back (KIP-511). A handler that fails
+unexpectedly is logged at ERROR with its traceback and answered as Kafka's KafkaApis answers
+any Throwable: the API's error response (``server/error_responses.py``, UNKNOWN_SERVER_ERROR or
+the exception's Kafka error code) on the same, still open, connection.
 """
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from kafkalite.network.socket_server import CloseConnection, ConnectionInfo
-from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.errors import ErrorCode, kafka_error_of
 from kafkalite.protocol.header import MalformedHeaderError, decode_request_header, peek_api
 from kafkalite.protocol.messages import messages_for
+from kafkalite.server.error_responses import error_response
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
+
+
+def _encode(response: Any, api_version: int, correlation_id: int) -> Optional[bytes]:
+    if response is None:
+        return None
+    # version before header: kafka-python's version setter writes into a request header
+    # (request_api_version), which a response header lacks
+    response.API_VERSION = api_version
+    response.with_header(correlation_id=correlation_id)
+    return response.encode(header=True, framed=True)
 
 
 class KafkaApis:
@@ -49,14 +63,31 @@ class KafkaApis:
             request = msgs.request.decode(frame[body_pos:], version=api_version)
         except Exception as e:  # the codec raises assorted errors on garbage
             raise CloseConnection(f"malformed {msgs.name} v{api_version} request: {e!r}") from None
-        response = await spec.handler(RequestContext(header, conn), request)
+        try:
+            # encoding too: Kafka serializes the response on the handler's call stack
+            return _encode(await spec.handler(RequestContext(header, conn), request), api_version,
+                           correlation_id)
+        except CloseConnection:
+            raise
+        except Exception as e:  # noqa: BLE001 - answered as Kafka does, never a dropped connection
+            response = self._error_response(e, msgs.name, api_key, api_version, correlation_id,
+                                            header.client_id, conn, request)
+            return _encode(response, api_version, correlation_id)
+
+    @staticmethod
+    def _error_response(e: Exception, name: str, api_key: int, api_version: int, correlation_id: int,
+                        client_id: Optional[str], conn: ConnectionInfo, request: Any) -> Any:
+        """KafkaApis.handle's catch-all: log at ERROR, answer request.getErrorResponse(e)
+        (Errors.forException: a Kafka error keeps its code, anything else is UNKNOWN_SERVER_ERROR)."""
+        log.error("Unexpected error handling request %s v%d (correlation id %d, client id %s, "
+                  "connection %s)", name, api_version, correlation_id, client_id, conn.connection_id,
+                  exc_info=e)
+        code, message = kafka_error_of(e)
+        response = error_response(api_key, api_version, request, code, message)
         if response is None:
-            return None
-        # version before header: kafka-python's version setter writes into a request header
-        # (request_api_version), which a response header lacks
-        response.API_VERSION = api_version
-        response.with_header(correlation_id=correlation_id)
-        return response.encode(header=True, framed=True)
+            raise CloseConnection(f"{name} v{api_version} failed and has no error response "
+                                  f"(acks=0 produce)") from None
+        return response
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
         spec = self.specs[ApiKey.ApiVersions]
