@@ -14,12 +14,22 @@ from typing import Any, Optional, Sequence
 
 import pytest
 from confluent_kafka import Producer
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewPartitions
 
 from tests.spark.test_spark_source import (BASE_TS, KAFKA_SCHEMA, by_position, create_topic, fill,
                                            kafka_python_read, produce, rows_of, unique)
 
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
+@pytest.fixture(params=["kafkalite", "apache-kafka-3.9"])
+def target(request: Any) -> str:
+    """Bootstrap servers of a kafkalite broker process, then of Apache Kafka 3.9 (the oracle): the
+    read tests assert the same exact results against both, so the expectations are Kafka's."""
+    if request.param == "kafkalite":
+        return request.getfixturevalue("broker").bootstrap_servers
+    return request.getfixturevalue("kafka_oracle").bootstrap_servers
 
 
 def read(spark: Any, fmt: str, bs: str, **options: str) -> Any:
@@ -69,8 +79,8 @@ def confluent_produce(bs: str, records: Sequence[tuple[str, int, bytes, list]]) 
 
 # ---- batch reads -------------------------------------------------------------------------
 
-def test_connector_batch_read_every_partition_exact_rows(spark_kafka: Any, broker: Any) -> None:
-    spark, bs = spark_kafka, broker.bootstrap_servers
+def test_connector_batch_read_every_partition_exact_rows(spark_kafka: Any, target: str) -> None:
+    spark, bs = spark_kafka, target
     topic = create_topic(bs, unique("kc"), 3)
     expected = fill(bs, topic, 3, 4)
     produce(bs, [(topic, 2, None, b"keyless", BASE_TS + 40, None)])  # a null key
@@ -91,8 +101,8 @@ def test_connector_batch_read_every_partition_exact_rows(spark_kafka: Any, broke
     assert rows_of(read(spark, "kafkalite", bs, subscribe=topic)) == rows
 
 
-def test_connector_log_append_time(spark_kafka: Any, broker: Any) -> None:
-    spark, bs = spark_kafka, broker.bootstrap_servers
+def test_connector_log_append_time(spark_kafka: Any, target: str) -> None:
+    spark, bs = spark_kafka, target
     topic = create_topic(bs, unique("kc-lat"), 2, {"message.timestamp.type": "LogAppendTime"})
     fill(bs, topic, 2, 3)  # CreateTime BASE_TS + 10 i, replaced by the broker's clock
     broker_ts = {(r.partition, r.offset): r.timestamp for r in kafka_python_read(bs, topic, 6)}
@@ -103,8 +113,8 @@ def test_connector_log_append_time(spark_kafka: Any, broker: Any) -> None:
     assert rows_of(read(spark, "kafkalite", bs, subscribe=topic)) == rows
 
 
-def test_connector_offset_ranges_by_json_and_timestamp(spark_kafka: Any, broker: Any) -> None:
-    spark, bs = spark_kafka, broker.bootstrap_servers
+def test_connector_offset_ranges_by_json_and_timestamp(spark_kafka: Any, target: str) -> None:
+    spark, bs = spark_kafka, target
     topic = create_topic(bs, unique("kc-rng"), 3)
     fill(bs, topic, 3, 10)  # offset i has timestamp BASE_TS + 10 i
 
@@ -138,10 +148,47 @@ def test_connector_offset_ranges_by_json_and_timestamp(spark_kafka: Any, broker:
             read(spark, fmt, bs, subscribe=topic, startingOffsets="latest").collect()
 
 
+def settled_log_start(bs: str, topic: str, timeout: float = 20.0) -> int:
+    """Partition 0's log start offset once retention has moved it and stopped moving it."""
+    c = KafkaConsumer(bootstrap_servers=bs)
+    tp = TopicPartition(topic, 0)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            start = c.beginning_offsets([tp])[tp]
+            if start > 0:
+                time.sleep(0.5)  # more than one retention check interval
+                if c.beginning_offsets([tp])[tp] == start:
+                    return start
+            time.sleep(0.1)
+        raise AssertionError(f"retention did not settle on {topic}")
+    finally:
+        c.close()
+
+
+def test_connector_fail_on_data_loss(spark_kafka: Any, broker_factory: Any) -> None:
+    """Offsets below the log start (retention deleted them): the Java consumer gets
+    OFFSET_OUT_OF_RANGE and the connector fails the query, or skips to the log start."""
+    spark = spark_kafka
+    bs = broker_factory({"log.retention.check.interval.ms": "100"}).bootstrap_servers
+    topic = create_topic(bs, unique("kc-loss"), 1, {"segment.bytes": "400", "retention.bytes": "400"})
+    p = KafkaProducer(bootstrap_servers=bs, linger_ms=0)
+    for i in range(40):
+        p.send(topic, value=b"%03d" % i + b"x" * 100, partition=0).get(10)
+    p.close()
+    start = settled_log_start(bs, topic)
+    assert 0 < start < 40
+    from_zero = json.dumps({topic: {"0": 0}})
+    with pytest.raises(Exception, match="Some data may have been lost"):
+        read(spark, "kafka", bs, subscribe=topic, startingOffsets=from_zero).collect()
+    df = read(spark, "kafka", bs, subscribe=topic, startingOffsets=from_zero, failOnDataLoss="false")
+    assert sorted((r.offset, bytes(r.value)[:3]) for r in df.collect()) == [(o, b"%03d" % o) for o in range(start, 40)]
+
+
 # ---- transactions ------------------------------------------------------------------------
 
-def test_connector_read_committed_vs_read_uncommitted(spark_kafka: Any, broker: Any) -> None:
-    spark, bs = spark_kafka, broker.bootstrap_servers
+def test_connector_read_committed_vs_read_uncommitted(spark_kafka: Any, target: str) -> None:
+    spark, bs = spark_kafka, target
     topic = create_topic(bs, unique("kc-txn"), 2)
     p = Producer({"bootstrap.servers": bs, "transactional.id": unique("txn"), "linger.ms": 0})
     p.init_transactions(30)
@@ -296,6 +343,26 @@ def test_connector_streaming_restart_exactly_once(spark_kafka: Any, broker: Any,
         [({topic: {"0": 6, "1": 6}}, 6)]
     assert parquet_rows(spark, out) == expected_rows(2, 9)  # every record exactly once
     assert offset_log(ckpt) == [{topic: {"0": n, "1": n}} for n in (2, 4, 6, 9)]
+
+
+def test_connector_streaming_picks_up_new_partitions(spark_kafka: Any, broker: Any, tmp_path: Path) -> None:
+    """Partitions added while a query is down (CreatePartitions) are read from offset 0 on restart."""
+    spark, bs = spark_kafka, broker.bootstrap_servers
+    topic = create_topic(bs, unique("kc-grow"), 1)
+    fill(bs, topic, 1, 3)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    run_available_now(spark, "kafka", bs, topic, out, ckpt)
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        admin.create_partitions({topic: NewPartitions(3)})
+    finally:
+        admin.close()
+    fill(bs, topic, 3, 2, first=3)  # offsets 3-4 of partition 0, 0-1 of the new ones (keys k<p>-3/4)
+    progress = run_available_now(spark, "kafka", bs, topic, out, ckpt)
+    assert [(json.loads(p["sources"][0]["endOffset"]), p["numInputRows"]) for p in progress] == \
+        [({topic: {"0": 5, "1": 2, "2": 2}}, 6)]
+    assert parquet_rows(spark, out) == [(0, o, f"v0-{o}".encode()) for o in range(5)] + \
+        [(p, o, f"v{p}-{o + 3}".encode()) for p in (1, 2) for o in range(2)]
 
 
 @pytest.mark.parametrize("formats", [("kafka", "kafkalite", "kafka"), ("kafkalite", "kafka", "kafkalite")])
