@@ -15,6 +15,9 @@ _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 API_KEY = 18
 MIN_VERSION, MAX_VERSION = 0, 4
+# A ZooKeeper-mode Kafka broker reports the epoch of its (empty) finalized-feature ZNode, which
+# the controller creates at version 0 (KIP-584); the schema default -1 would mean "unknown".
+FINALIZED_FEATURES_EPOCH = 0
 
 
 def make(all_specs: Callable[[], list[ApiSpec]]) -> ApiSpec:
@@ -28,6 +31,7 @@ def make(all_specs: Callable[[], list[ApiSpec]]) -> ApiSpec:
                                 min_version=s.min_version if s.advertised_min_version is None
                                 else s.advertised_min_version)
                 for s in sorted(all_specs(), key=lambda s: s.api_key)]
-        return Resp(error_code=ErrorCode.NONE, api_keys=keys, throttle_time_ms=0)
+        return Resp(error_code=ErrorCode.NONE, api_keys=keys, throttle_time_ms=0,
+                    finalized_features_epoch=FINALIZED_FEATURES_EPOCH)
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
