@@ -1,10 +1,12 @@
 """Spark's own Kafka connector (`format("kafka")`, spark-sql-kafka-0-10 4.2.0 with the Java
 client it ships, kafka-clients 3.9) against a kafkalite broker process, in the one SparkSession
 of tests/spark/conftest.py: batch reads of every column, offset ranges by JSON and by timestamp,
-read_committed over committed, aborted and open transactions, batch and streaming writes,
-a streaming query resumed from its checkpoint, and one checkpoint shared by `format("kafka")`
-and `format("kafkalite")` in both directions. Where both formats can read the same thing, the
-kafkalite source must give exactly the connector's rows."""
+read_committed over committed, aborted and open transactions (batch and streaming), data loss,
+batch and streaming writes, streaming queries resumed from their checkpoint (new partitions
+included), and one checkpoint shared by `format("kafka")` and `format("kafkalite")` in both
+directions. The read tests run against Apache Kafka 3.9 too, with the same exact expectations.
+Where both formats can read the same thing, the kafkalite source must give exactly the
+connector's rows."""
 from __future__ import annotations
 
 import json
@@ -363,6 +365,43 @@ def test_connector_streaming_picks_up_new_partitions(spark_kafka: Any, broker: A
         [({topic: {"0": 5, "1": 2, "2": 2}}, 6)]
     assert parquet_rows(spark, out) == [(0, o, f"v0-{o}".encode()) for o in range(5)] + \
         [(p, o, f"v{p}-{o + 3}".encode()) for p in (1, 2) for o in range(2)]
+
+
+def test_connector_streaming_read_committed_stops_at_open_transaction(
+        spark_kafka: Any, target: str, tmp_path: Path) -> None:
+    """A read_committed stream ends each run at the last stable offset: an open transaction
+    holds it back until committed; aborted records and markers never reach the sink."""
+    spark, bs = spark_kafka, target
+    topic = create_topic(bs, unique("kc-stx"), 1)
+    p = Producer({"bootstrap.servers": bs, "transactional.id": unique("txn"), "linger.ms": 0})
+    p.init_transactions(30)
+
+    def send(values: Sequence[str]) -> None:
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v.encode(), partition=0)
+        assert p.flush(30) == 0
+
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def run() -> list[tuple[Any, int]]:
+        progress = run_available_now(spark, "kafka", bs, topic, out, ckpt,
+                                     **{"kafka.isolation.level": "read_committed"})
+        return [(json.loads(p["sources"][0]["endOffset"]), p["numInputRows"]) for p in progress]
+
+    try:
+        send(["c0", "c1", "c2"])
+        p.commit_transaction(30)  # 0-2, marker 3
+        send(["o0", "o1"])  # 4-5, open: the last stable offset is 4
+        assert run() == [({topic: {"0": 4}}, 3)]
+        p.commit_transaction(30)  # marker 6
+        send(["a0"])  # 7
+        p.abort_transaction(30)  # marker 8
+    finally:
+        p.flush(10)
+    assert run() == [({topic: {"0": 9}}, 2)]
+    assert [(o, v.decode()) for _p, o, v in parquet_rows(spark, out)] == \
+        [(0, "c0"), (1, "c1"), (2, "c2"), (4, "o0"), (5, "o1")]
 
 
 @pytest.mark.parametrize("formats", [("kafka", "kafkalite", "kafka"), ("kafkalite", "kafka", "kafkalite")])
