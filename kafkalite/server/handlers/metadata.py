@@ -55,19 +55,29 @@ def make(services: BrokerServices) -> ApiSpec:
             topics = [topic_metadata(Resp, n, None, include_ops) for n in cache.topic_names()]
         else:
             to_create: list[str] = []
+            unknown_ids, names = [], []
             for t in req.topics:
                 name, tid = t.name, (t.topic_id if v >= 10 else None)
                 if name is None and tid is not None and tid != ZERO_UUID:
                     name = cache.topic_name(tid)
                     if name is None:
-                        topics.append(topic_metadata(Resp, None, tid, include_ops, ErrorCode.UNKNOWN_TOPIC_ID))
+                        unknown_ids.append(topic_metadata(Resp, None, tid, include_ops, ErrorCode.UNKNOWN_TOPIC_ID))
                         continue
                 if name is None:
-                    topics.append(topic_metadata(Resp, None, None, include_ops, ErrorCode.INVALID_REQUEST))
+                    unknown_ids.append(topic_metadata(Resp, None, None, include_ops, ErrorCode.INVALID_REQUEST))
                     continue
-                if cache.contains(name):
-                    topics.append(topic_metadata(Resp, name, None, include_ops))
-                elif topic_name_error(name) is not None:
+                names.append(name)
+            # Kafka's order: unknown topic ids, the requested topics that exist, then the others
+            # (with auto-creation: invalid names before the created ones); each name once, as
+            # Kafka collects them in a set (insertion-ordered up to 4 names).
+            names = list(dict.fromkeys(names))
+            existing = [n for n in names if cache.contains(n)]
+            missing = [n for n in names if not cache.contains(n)]
+            if allow_auto_create:
+                missing.sort(key=lambda n: topic_name_error(n) is None)
+            topics = unknown_ids + [topic_metadata(Resp, n, None, include_ops) for n in existing]
+            for name in missing:
+                if topic_name_error(name) is not None:
                     topics.append(topic_metadata(Resp, name, None, include_ops, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 elif name == GROUP_METADATA_TOPIC_NAME:
                     # Kafka creates the offsets topic when it is named, whatever the request's
