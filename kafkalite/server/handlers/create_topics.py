@@ -38,10 +38,11 @@ def make(services: BrokerServices) -> ApiSpec:
                 configs={c.name: c.value for c in (t.configs or [])}))
         created = {r.name: r for r in services.controller.create_topics(new_topics, bool(req.validate_only))}
         out = []
-        for name in dict.fromkeys(t.name for t in req.topics):
+        # one result per requested topic, duplicates included, as Kafka's KafkaApis answers
+        for name in (t.name for t in req.topics):
             if counts[name] > 1:
                 out.append(R(name=name, topic_id=ZERO_UUID, error_code=ErrorCode.INVALID_REQUEST,
-                             error_message=f"Create topics request from client contains duplicate topic {name}",
+                             error_message="Found multiple entries for this topic.",
                              num_partitions=-1, replication_factor=-1, configs=[]))
                 continue
             r = created[name]
@@ -55,7 +56,9 @@ def make(services: BrokerServices) -> ApiSpec:
             configs = [Resp.CreatableTopicResult.CreatableTopicConfigs(
                 name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                 is_sensitive=e.is_sensitive) for e in config_view.topic_entries(r.log_config, rec.configs)]
-            out.append(R(name=name, topic_id=rec.topic_id, error_code=ErrorCode.NONE, error_message=None,
+            # a validate-only request creates nothing, so Kafka names no topic id
+            topic_id = ZERO_UUID if req.validate_only else rec.topic_id
+            out.append(R(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
                          num_partitions=rec.num_partitions,
                          replication_factor=len(next(iter(rec.assignment.values()))),
                          configs=configs))
