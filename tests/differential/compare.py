@@ -31,6 +31,14 @@ GLOBAL_ALLOWED: dict[str, str] = {
 }
 
 
+# Lists whose order Kafka does not define (it iterates a java.util.HashMap or HashSet), compared
+# as maps keyed by the named field. path pattern -> key field.
+UNORDERED: dict[str, str] = {
+    "topics[*].configs": "name",      # CreateTopics: LogConfig's HashMap order
+    "results[*].configs": "name",     # DescribeConfigs: the same
+}
+
+
 def normalise(path: str) -> str:
     return _INDEX.sub("[*]", path)
 
@@ -90,6 +98,10 @@ def differences(kafka: Any, lite: Any, allowed: Mapping[str, str], path: str = "
             yield from differences(kafka[key], lite[key], allowed, sub)
         return
     if isinstance(kafka, list) and isinstance(lite, list):
+        key = next((k for pattern, k in UNORDERED.items() if _matches(normalise(path), pattern)), None)
+        if key is not None:
+            yield from _keyed_differences(kafka, lite, key, allowed, path)
+            return
         if len(kafka) != len(lite):
             yield f"{path}: {len(kafka)} elements in kafka, {len(lite)} in kafkalite: kafka {kafka!r} vs kafkalite {lite!r}"
             return
@@ -98,3 +110,18 @@ def differences(kafka: Any, lite: Any, allowed: Mapping[str, str], path: str = "
         return
     if kafka != lite or type(kafka) is not type(lite):
         yield f"{path or '<root>'}: kafka {kafka!r} vs kafkalite {lite!r}"
+
+
+def _keyed_differences(kafka: list, lite: list, key: str, allowed: Mapping[str, str], path: str) -> Iterator[str]:
+    by_key_kafka = {e[key]: e for e in kafka}
+    by_key_lite = {e[key]: e for e in lite}
+    if len(by_key_kafka) != len(kafka) or len(by_key_lite) != len(lite):
+        yield f"{path}: repeated {key}s: kafka {[e[key] for e in kafka]} vs kafkalite {[e[key] for e in lite]}"
+    for k in sorted(by_key_kafka.keys() - by_key_lite.keys(), key=str):
+        yield f"{path}[{key}={k!r}]: only in kafka: {by_key_kafka[k]!r}"
+    for k in sorted(by_key_lite.keys() - by_key_kafka.keys(), key=str):
+        yield f"{path}[{key}={k!r}]: only in kafkalite: {by_key_lite[k]!r}"
+    for k in sorted(by_key_kafka.keys() & by_key_lite.keys(), key=str):
+        # compared under an index path, so that `configs[*].x` patterns still apply
+        for d in differences(by_key_kafka[k], by_key_lite[k], allowed, f"{path}[0]"):
+            yield d.replace(f"{path}[0]", f"{path}[{key}={k!r}]", 1)
