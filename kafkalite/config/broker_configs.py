@@ -8,14 +8,18 @@ finally drops every synonym before the first one named like the primary broker k
 whose retention comes from `log.retention.hours` shows `retention.ms` with source DEFAULT_CONFIG
 and no synonyms, exactly as Kafka does.
 
-kafkalite has no dynamic broker configs: every broker config is STATIC_BROKER_CONFIG (set in
-server.properties or with --override) or DEFAULT_CONFIG, and read-only.
+Broker configs are looked up in the same order: DYNAMIC_BROKER_CONFIG (set with AlterConfigs on
+this broker's id), DYNAMIC_DEFAULT_BROKER_CONFIG (on the cluster default, resource name ""),
+STATIC_BROKER_CONFIG (server.properties or --override), DEFAULT_CONFIG. A broker config is
+read-only unless it is among Kafka's dynamic ones (`dynamic_broker_config.ALL_DYNAMIC_CONFIGS`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from kafkalite.config.dynamic_broker_config import ALL_DYNAMIC_CONFIGS, DynamicBrokerConfig
+from kafkalite.config.kafka_config_def import KAFKA_BROKER_CONFIG_TYPES, KAFKA_DYNAMIC_DEFAULTS
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
 from kafkalite.config.server_config import FIELD_TO_ALIAS, KafkaConfig
 from kafkalite.config.topic_config import (TOPIC_CONFIG_DOCS, config_type, effective_topic_configs,
@@ -150,10 +154,12 @@ def _render(value: object) -> Optional[str]:
 
 
 class BrokerConfigView:
-    """The broker's configuration as DescribeConfigs sees it."""
+    """The broker's configuration as DescribeConfigs sees it: the static config, and the dynamic
+    configs of `dynamic` (if given) as they are at each call."""
 
-    def __init__(self, config: KafkaConfig) -> None:
+    def __init__(self, config: KafkaConfig, dynamic: Optional[DynamicBrokerConfig] = None) -> None:
         self.config = config
+        self.dynamic = dynamic
         fields = type(config).model_fields
         # what server.properties / --override set (pydantic knows which fields were given)
         self.static: dict[str, str] = {}
@@ -163,19 +169,43 @@ class BrokerConfigView:
                 self.static[FIELD_TO_ALIAS[name]] = rendered
         # built-in defaults; a null default is absent (ConfigDef.convertToStringMapWithPasswordValues)
         self.defaults: dict[str, str] = dict(_UNREAD_BROKER_DEFAULTS)
+        self.defaults.update({k: v for k, v in KAFKA_DYNAMIC_DEFAULTS.items() if v is not None})
         for name, info in fields.items():
             rendered = _render(info.default)
             if rendered is not None:
                 self.defaults[FIELD_TO_ALIAS[name]] = rendered
-        self.current: dict[str, Optional[str]] = {
-            FIELD_TO_ALIAS[name]: _render(getattr(config, name)) for name in fields}
+
+    @property
+    def dynamic_broker(self) -> dict[str, str]:
+        return self.dynamic.dynamic_broker if self.dynamic is not None else {}
+
+    @property
+    def dynamic_default(self) -> dict[str, str]:
+        return self.dynamic.dynamic_default if self.dynamic is not None else {}
+
+    @property
+    def current(self) -> dict[str, Optional[str]]:
+        """Every broker config kafkalite lists, with its current value: its own settings, and
+        Kafka's dynamic configs it has no setting for."""
+        config = self.dynamic.current if self.dynamic is not None else self.config
+        out: dict[str, Optional[str]] = {
+            FIELD_TO_ALIAS[name]: _render(getattr(config, name)) for name in type(config).model_fields}
+        for name, default in KAFKA_DYNAMIC_DEFAULTS.items():
+            out[name] = self.dynamic.value_of(name) if self.dynamic is not None else default
+        return out
 
     def synonyms(self, name: str, names: Iterable[str]) -> list[ConfigSynonym]:
-        """ConfigHelper.configSynonyms with no dynamic configs: static, then default, each in the
-        synonyms' order; then everything before the first entry called `name` is dropped."""
+        """ConfigHelper.configSynonyms: dynamic per-broker, dynamic default, static, default,
+        each in the synonyms' order; then everything before the first entry called `name` is
+        dropped."""
         names = tuple(names)
-        out = [ConfigSynonym(n, self.static[n], SOURCE_STATIC_BROKER_CONFIG) for n in names if n in self.static]
-        out += [ConfigSynonym(n, self.defaults[n], SOURCE_DEFAULT_CONFIG) for n in names if n in self.defaults]
+        out: list[ConfigSynonym] = []
+        for source, values in ((SOURCE_DYNAMIC_BROKER_CONFIG, self.dynamic_broker),
+                               (SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, self.dynamic_default),
+                               (SOURCE_STATIC_BROKER_CONFIG, self.static),
+                               (SOURCE_DEFAULT_CONFIG, self.defaults)):
+            sensitive = is_sensitive(name)
+            out += [ConfigSynonym(n, None if sensitive else values[n], source) for n in names if n in values]
         for i, s in enumerate(out):
             if s.name == name:
                 return out[i:]
@@ -200,17 +230,34 @@ class BrokerConfigView:
         return [self.topic_entry(k, values[k], overrides) for k in wanted]
 
     # -- the broker ----------------------------------------------------------------------------
-    def broker_entry(self, name: str) -> ConfigEntry:
-        """One broker config (ConfigHelper.createBrokerConfigEntry, per-broker resource)."""
+    def broker_entry(self, name: str, value: Optional[str], per_broker: bool = True) -> ConfigEntry:
+        """One broker config (ConfigHelper.createBrokerConfigEntry); the cluster-default resource
+        keeps only DYNAMIC_DEFAULT_BROKER_CONFIG synonyms."""
         synonyms = self.synonyms(name, broker_config_synonyms(name))
+        if not per_broker:
+            synonyms = [s for s in synonyms if s.source == SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG]
         source = synonyms[0].source if synonyms else SOURCE_DEFAULT_CONFIG
-        return ConfigEntry(name, self.current.get(name), source, read_only=True, is_sensitive=False,
-                           synonyms=tuple(synonyms), config_type=broker_config_type(name),
+        sensitive = is_sensitive(name)
+        return ConfigEntry(name, None if sensitive else value, source, read_only=name not in ALL_DYNAMIC_CONFIGS,
+                           is_sensitive=sensitive, synonyms=tuple(synonyms), config_type=broker_config_type(name),
                            documentation=broker_documentation(name))
 
     def broker_entries(self, keys: Optional[Iterable[str]] = None) -> list[ConfigEntry]:
-        names = sorted(self.current) if not keys else [k for k in sorted(set(keys)) if k in self.current]
-        return [self.broker_entry(n) for n in names]
+        """Resource BROKER "<this broker's id>": every broker config."""
+        current = self.current
+        names = sorted(current) if not keys else [k for k in sorted(set(keys)) if k in current]
+        return [self.broker_entry(n, current[n]) for n in names]
+
+    def default_entries(self, keys: Optional[Iterable[str]] = None) -> list[ConfigEntry]:
+        """Resource BROKER "": the dynamic cluster-wide defaults only."""
+        values = self.dynamic_default
+        names = sorted(values) if not keys else [k for k in sorted(set(keys)) if k in values]
+        return [self.broker_entry(n, values[n], per_broker=False) for n in names]
+
+
+def is_sensitive(name: str) -> bool:
+    """KafkaConfig.maybeSensitive: PASSWORD configs (and ones of unknown type) hide their value."""
+    return KAFKA_BROKER_CONFIG_TYPES.get(name) == "PASSWORD"
 
 
 def broker_config_type(name: str) -> str:
@@ -218,7 +265,7 @@ def broker_config_type(name: str) -> str:
         return _BROKER_TYPE_OVERRIDES[name]
     field = next((f for f, a in FIELD_TO_ALIAS.items() if a == name), None)
     if field is None:
-        return "UNKNOWN"
+        return KAFKA_BROKER_CONFIG_TYPES.get(name, "UNKNOWN")
     annotation = KafkaConfig.__annotations__.get(field, "")
     return _ANNOTATION_TYPES.get(str(annotation), "STRING")
 

@@ -1,5 +1,5 @@
 """Where cluster metadata lives: topics, their partition assignment and state, topic configs,
-producer-id blocks, the cluster id.
+dynamic broker configs, producer-id blocks, the cluster id.
 
 `MetadataStore` is the interface the controller writes through. The embedded single-node broker
 uses `LocalMetadataStore` (one JSON document, rewritten atomically); a ZooKeeper implementation
@@ -81,6 +81,15 @@ class MetadataStore(ABC):
         """Add new partitions (their replica assignment and first state) to a topic."""
 
     @abstractmethod
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """The dynamic configs of a broker entity: a broker id, or "<default>" for the cluster-wide
+        defaults (Kafka's /config/brokers/<entity>); empty when none were set."""
+
+    @abstractmethod
+    def update_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace the entity's dynamic broker configs."""
+
+    @abstractmethod
     def allocate_producer_id_block(self, broker_id: int, block_size: int) -> int:
         """Reserve [start, start + block_size) for this broker; ids never repeat across restarts."""
 
@@ -98,6 +107,8 @@ class LocalMetadataStore(MetadataStore):
         self._cluster_id = ""
         self._topics: dict[str, TopicRecord] = {}
         self._next_producer_id = 0
+        # entity -> Kafka's config znode document {"version": 1, "config": {...}}
+        self._broker_configs: dict[str, dict] = {}
 
     def load(self) -> None:
         if self.path.exists():
@@ -105,6 +116,7 @@ class LocalMetadataStore(MetadataStore):
             self._cluster_id = doc["cluster_id"]
             self._next_producer_id = int(doc.get("next_producer_id", 0))
             self._topics = {t["name"]: self._topic_from_json(t) for t in doc.get("topics", [])}
+            self._broker_configs = dict(doc.get("config", {}).get("brokers", {}))
         else:
             self._cluster_id = kafka_uuid_b64(new_kafka_uuid())
             self._persist()
@@ -128,6 +140,8 @@ class LocalMetadataStore(MetadataStore):
                  "configs": t.configs,
                  "states": {str(p): asdict(s) for p, s in sorted(t.states.items())}}
                 for t in self._topics.values()],
+            # the layout of ZooKeeper's /config/brokers/<entity> znodes
+            "config": {"brokers": self._broker_configs},
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
@@ -169,6 +183,13 @@ class LocalMetadataStore(MetadataStore):
         record = self._topics[topic]
         record.assignment.update({p: list(r) for p, r in assignment.items()})
         record.states.update(states)
+        self._persist()
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        return dict(self._broker_configs.get(entity, {}).get("config", {}))
+
+    def update_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        self._broker_configs[entity] = {"version": 1, "config": dict(configs)}
         self._persist()
 
     def allocate_producer_id_block(self, broker_id: int, block_size: int) -> int:

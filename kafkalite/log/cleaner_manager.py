@@ -401,10 +401,16 @@ class LogCleaner:
         if self._wake is not None:
             self._wake.set()
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Dynamic log.cleaner.* / message.max.bytes change (Kafka restarts its cleaner threads):
+        the next round and the next backoff use the new config."""
+        self.config = config
+        self.wakeup()
+
     async def _run(self) -> None:
-        backoff = self.config.backoff_ms / 1000
         assert self._wake is not None
         while not self._stopping:
+            backoff = self.config.backoff_ms / 1000     # read each time: it is dynamic
             try:
                 cleaned = await self.clean_filthiest_log()
             except Exception:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from kafkalite.config.broker_configs import broker_log_config
+from kafkalite.config.dynamic_broker_config import (LOG_CLEANER_CONFIGS, LOG_CONFIGS, DynamicBrokerConfig)
 from kafkalite.config.server_config import KafkaConfig
 from kafkalite.controller.local_controller import LocalController
 from kafkalite.controller.metadata_store import LocalMetadataStore
@@ -44,6 +45,16 @@ from kafkalite.server.services import BrokerServices
 log = logging.getLogger(__name__)
 
 
+def cleaner_config(cfg: KafkaConfig) -> CleanerConfig:
+    """LogCleaner.cleanerConfig: the log.cleaner.* settings of a (current) broker config."""
+    return CleanerConfig(num_threads=cfg.log_cleaner_threads,
+                         dedupe_buffer_size=cfg.log_cleaner_dedupe_buffer_size,
+                         dedupe_buffer_load_factor=cfg.log_cleaner_io_buffer_load_factor,
+                         io_buffer_size=cfg.log_cleaner_io_buffer_size,
+                         max_message_size=cfg.message_max_bytes,
+                         backoff_ms=cfg.log_cleaner_backoff_ms)
+
+
 class KafkaServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
@@ -58,6 +69,9 @@ class KafkaServer:
         self.scheduler = Scheduler()
         self.bound: list[Endpoint] = []
         self.log_cleaner: Optional[LogCleaner] = None
+        self.dynamic_config = DynamicBrokerConfig(config, self.broker_id,
+                                                  log_cleaner_enabled=config.log_cleaner_enable)
+        self.controller: Optional[LocalController] = None
         self._shutdown_done = False
 
     def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
@@ -72,12 +86,15 @@ class KafkaServer:
         log_dirs = cfg.log_dirs_list()
         for d in log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
-        default_log_config = broker_log_config(cfg)
+        self.store = LocalMetadataStore(Path(log_dirs[0]))
+        self.store.load()
+        # dynamic broker configs (AlterConfigs on BROKER resources) apply from the start, as
+        # Kafka's DynamicBrokerConfig.initialize reads them before the log manager starts
+        self.dynamic_config.load(self.store)
+        default_log_config = broker_log_config(self.dynamic_config.current)
         self.log_manager = LogManager(log_dirs, default_log_config)
         # Opening logs reads files (and recovers them after a crash): keep it off the loop.
         await asyncio.to_thread(self.log_manager.startup)
-        self.store = LocalMetadataStore(Path(log_dirs[0]))
-        self.store.load()
 
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
         cache = MetadataCache(self.store.cluster_id())
@@ -96,6 +113,7 @@ class KafkaServer:
             self.broker_id, self.store, self.replica_manager, cache, default_log_config,
             cfg.num_partitions, cfg.default_replication_factor, broker_info, cfg.delete_topic_enable)
         controller.startup()
+        self.controller = controller
         group_storage = GroupMetadataManager(
             self.broker_id, cfg.offsets_topic_num_partitions, self.replica_manager, controller,
             replication_factor=cfg.offsets_topic_replication_factor, segment_bytes=cfg.offsets_topic_segment_bytes,
@@ -134,7 +152,8 @@ class KafkaServer:
             producer_id_manager=producer_ids,
             fetch_sessions=FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
             group_coordinator=self.group_coordinator, group_metadata_manager=group_storage,
-            transaction_coordinator=self.transaction_coordinator)
+            transaction_coordinator=self.transaction_coordinator,
+            dynamic_config=self.dynamic_config)
         # this broker leads every `__consumer_offsets` partition it hosts: load them (requests for
         # their groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile)
         self.group_coordinator.elect_led_partitions(find_coordinator.led_offsets_partitions(services))
@@ -179,6 +198,7 @@ class KafkaServer:
         apis = KafkaApis(specs)
         self._schedule_maintenance()
         self._start_log_cleaner()
+        self._add_reconfigurables()
         await self.socket_server.start_serving()
         return self.bound
 
@@ -211,7 +231,8 @@ class KafkaServer:
         # Kafka's PeriodicProducerExpirationCheck: forget producers idle past producer.id.expiration.ms
         self.scheduler.schedule(
             "PeriodicProducerExpirationCheck",
-            lambda: lm.remove_expired_producers(int(time.time() * 1000), cfg.producer_id_expiration_ms),
+            lambda: lm.remove_expired_producers(int(time.time() * 1000),
+                                                self.dynamic_config.current.producer_id_expiration_ms),
             cfg.producer_id_expiration_check_interval_ms)
 
     def _start_log_cleaner(self) -> None:
@@ -226,16 +247,32 @@ class KafkaServer:
             p = rm.get_partition(TopicPartition(topic, partition))
             return None if p is None else p.last_stable_offset
 
-        self.log_cleaner = LogCleaner(
-            self.log_manager,
-            CleanerConfig(num_threads=cfg.log_cleaner_threads,
-                          dedupe_buffer_size=cfg.log_cleaner_dedupe_buffer_size,
-                          dedupe_buffer_load_factor=cfg.log_cleaner_io_buffer_load_factor,
-                          io_buffer_size=cfg.log_cleaner_io_buffer_size,
-                          max_message_size=cfg.message_max_bytes,
-                          backoff_ms=cfg.log_cleaner_backoff_ms),
-            upper_bound=last_stable_offset)
+        self.log_cleaner = LogCleaner(self.log_manager, cleaner_config(self.dynamic_config.current),
+                                      upper_bound=last_stable_offset)
         self.log_cleaner.startup()
+
+    def _add_reconfigurables(self) -> None:
+        """What a dynamic broker config change does to the running broker (Kafka's
+        BrokerReconfigurables). producer.id.expiration.ms and transaction.partition.verification.enable
+        are read from the current config where they are used; thread counts, listener, connection,
+        SSL/SASL, metrics-reporter and remote-storage configs are stored and described but change
+        nothing in a one-process asyncio broker (docs/operations.md)."""
+        self.dynamic_config.add_reconfigurable(LOG_CONFIGS, self._reconfigure_log_defaults)
+        if self.log_cleaner is not None:
+            cleaner = self.log_cleaner
+            self.dynamic_config.add_reconfigurable(
+                LOG_CLEANER_CONFIGS, lambda _old, new: cleaner.reconfigure(cleaner_config(new)))
+
+    def _reconfigure_log_defaults(self, _old: KafkaConfig, new: KafkaConfig) -> None:
+        """DynamicLogConfig.reconfigure: new broker defaults for every log, topic overrides kept;
+        each log uses them from its next append, roll or retention check."""
+        assert self.controller is not None and self.log_manager is not None and self.store is not None
+        assert self.replica_manager is not None
+        defaults = broker_log_config(new)
+        self.controller.default_log_config = defaults
+        self.log_manager.default_config = defaults
+        for record in list(self.store.topics().values()):
+            self.replica_manager.update_log_config(record.name, self.controller.log_config_for(record))
 
     async def shutdown(self) -> None:
         if self._shutdown_done:

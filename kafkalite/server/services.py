@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Optional
 
+from kafkalite.config.dynamic_broker_config import DynamicBrokerConfig
 from kafkalite.config.server_config import KafkaConfig
 from kafkalite.controller.local_controller import LocalController
 from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
@@ -26,3 +28,10 @@ class BrokerServices:
     group_coordinator: GroupCoordinator
     group_metadata_manager: GroupMetadataManager
     transaction_coordinator: TransactionCoordinator
+    # the broker's configuration as dynamic broker configs change it (`config` is the static one)
+    dynamic_config: Optional[DynamicBrokerConfig] = None
+
+    @property
+    def live_config(self) -> Any:
+        """The current broker config (dynamic configs applied), read at each attribute access."""
+        return self.dynamic_config.live() if self.dynamic_config is not None else self.config

@@ -312,8 +312,9 @@ def test_duplicate_resources_and_broker_resources(c: RawClient, name: str) -> No
     assert [(r.error_code, r.error_message) for r in resp.responses] == \
         [(INVALID_REQUEST, "Each resource must appear at most once.")] * 2
     assert describe(c, name)["retention.ms"] == ("604800000", DEFAULT_CONFIG)
-    assert incremental(c, "0", [("log.retention.ms", SET, "1"), ("num.partitions", SET, "2")], rtype=BROKER) == \
-        (INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.retention.ms, num.partitions)")
+    # static broker configs are refused, named in Kafka's (java.util.Properties) order
+    assert incremental(c, "0", [("log.retention.hours", SET, "1"), ("num.partitions", SET, "2")], rtype=BROKER) == \
+        (INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.retention.hours, num.partitions)")
     assert incremental(c, "1", [("log.retention.ms", SET, "1")], rtype=BROKER) == \
         (INVALID_REQUEST, "Unexpected broker id, expected 0, but received 1")
     assert incremental(c, "x", [("log.retention.ms", SET, "1")], rtype=BROKER) == \
@@ -414,16 +415,18 @@ def test_kafka_python_admin_describes_and_alters(broker: BrokerProcess, name: st
         assert set(admin.describe_configs([res])["topic"][name]) == {"retention.ms", "cleanup.policy"}
         bad = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs={"retention.ms": "x"})])
         assert bad["topic"][name].startswith("[Error 40] InvalidConfigurationError")
-        # broker configs: described, read-only, refused
+        # broker configs: described; static ones read-only and refused (dynamic ones:
+        # test_dynamic_broker_configs.py)
         broker_res = ConfigResource(ConfigResourceType.BROKER, "0")
         bc = admin.describe_configs([broker_res], config_filter="all")["broker"]["0"]
         assert bc["log.retention.check.interval.ms"]["value"] == "100"
         assert bc["log.retention.check.interval.ms"]["config_source"] == "STATIC_BROKER_CONFIG"
-        assert all(v["read_only"] for v in bc.values())
+        assert (bc["log.retention.check.interval.ms"]["read_only"], bc["log.retention.ms"]["read_only"]) == \
+            (True, False)
         refused = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "0",
-                                                      configs={"log.retention.ms": "1"})], raise_on_unknown=False)
+                                                      configs={"log.retention.hours": "1"})], raise_on_unknown=False)
         assert refused["broker"]["0"].startswith("[Error 42] InvalidRequestError")
-        assert "Cannot update these configs dynamically: Set(log.retention.ms)" in refused["broker"]["0"]
+        assert "Cannot update these configs dynamically: Set(log.retention.hours)" in refused["broker"]["0"]
     finally:
         admin.close()
 

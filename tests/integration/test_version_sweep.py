@@ -341,7 +341,7 @@ def test_describe_configs_each_version(client: RawClient, v: int) -> None:
     name = f"sweep-dc-{v}-{uuid.uuid4().hex[:6]}"
     assert client.create_topic(name, 1, configs={"retention.ms": "3600000"}).error_code == 0
     r = _describe_topic(client, name, v, keys=["retention.ms", "cleanup.policy", "no.such.key"], docs=True)
-    assert (r.error_code, r.error_message, r.resource_type, r.resource_name) == (0, None, 2, name)
+    assert (r.error_code, r.error_message, r.resource_type, r.resource_name) == (0, "", 2, name)
     got = {e.name: e for e in r.configs}
     assert sorted(got) == ["cleanup.policy", "retention.ms"]
     ret, cp = got["retention.ms"], got["cleanup.policy"]
@@ -371,7 +371,7 @@ def test_describe_configs_each_version(client: RawClient, v: int) -> None:
     (np_,) = broker.configs
     assert (broker.error_code, np_.name, np_.value, np_.config_source, np_.read_only) == (0, "num.partitions", "3", 4, True)
     assert [(s.name, s.value, s.source) for s in np_.synonyms] == [("num.partitions", "3", 4), ("num.partitions", "1", 5)]
-    assert (default.error_code, default.configs) == (0, [])
+    assert (default.error_code, default.error_message, default.configs) == (0, "", [])   # no dynamic defaults set
     assert (other.error_code, other.error_message) == (42, "Unexpected broker id, expected 0 or empty string, "
                                                            "but received 7")
 
@@ -400,8 +400,12 @@ def test_alter_configs_each_version(client: RawClient, v: int) -> None:
     assert alter({"no.such.config": "1"}) == (40, "Unknown topic config name: no.such.config")
     assert alter({"segment.ms": "1"}, rname=name + "-missing") == (3, f"The topic '{name}-missing' does not exist.")
     assert alter({"num.partitions": "5"}, rtype=4, rname="0") == (
-        42, "Invalid config value for resource ConfigResource(type=BROKER, name='0'): "
-            "Cannot update these configs dynamically: Set(num.partitions)")
+        42, "Cannot update these configs dynamically: Set(num.partitions)")
+    # a dynamic broker config: validated only, then set and cleared (the whole set is replaced)
+    assert alter({"log.cleaner.backoff.ms": "20000"}, rtype=4, rname="0", validate_only=True) == (0, None)
+    assert alter({"log.cleaner.backoff.ms": "-1"}, rtype=4, rname="0") == (
+        42, "Invalid value -1 for configuration log.cleaner.backoff.ms: Value must be at least 0")
+    assert alter({"log.cleaner.backoff.ms": "20000"}, rtype=4, rname="0") == (0, None)
     assert alter({}, rtype=4, rname="0") == (0, None)
 
 
@@ -427,9 +431,12 @@ def test_incremental_alter_configs_each_version(client: RawClient, v: int) -> No
     assert (got["cleanup.policy"], got["retention.ms"]) == (("compact", 1), ("604800000", 5))
     assert alter([("retention.ms", 2, "5")]) == (40, "Can't APPEND to key retention.ms because its type is not LIST.")
     assert alter([("retention.ms", 0, None)]) == (42, "Null value not supported for : retention.ms")
-    assert alter([("log.retention.ms", 0, "1")], rtype=4, rname="0") == (
-        42, "Cannot update these configs dynamically: Set(log.retention.ms)")
-    assert alter([("log.retention.ms", 1, None)], rtype=4, rname="") == (0, None)
+    assert alter([("log.retention.hours", 0, "1")], rtype=4, rname="0") == (
+        42, "Cannot update these configs dynamically: Set(log.retention.hours)")
+    assert alter([("log.retention.ms", 2, "1")], rtype=4, rname="0") == (
+        40, "Config value append is not allowed for config key: log.retention.ms")
+    assert alter([("log.cleaner.backoff.ms", 0, "20000")], rtype=4, rname="") == (0, None)
+    assert alter([("log.cleaner.backoff.ms", 1, None)], rtype=4, rname="") == (0, None)
 
 
 @pytest.mark.parametrize("v", versions(37))

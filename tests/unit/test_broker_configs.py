@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkalite.config.kafka_config_def import KAFKA_DYNAMIC_DEFAULTS
 from kafkalite.config.broker_configs import (SOURCE_DEFAULT_CONFIG, SOURCE_DYNAMIC_TOPIC_CONFIG,
                                              SOURCE_STATIC_BROKER_CONFIG, BrokerConfigView, ConfigSynonym,
                                              broker_config_type, broker_log_config)
@@ -97,7 +98,11 @@ def test_topic_entries_cover_every_topic_config_sorted() -> None:
 def test_broker_entries() -> None:
     v, cfg = view({"log.retention.hours": "24", "num.partitions": "3"})
     by_name = {e.name: e for e in v.broker_entries()}
-    assert len(by_name) == len(KafkaConfig.model_fields)
+    # kafkalite's own settings, and Kafka's dynamic configs it has no setting for (SSL, SASL, ...)
+    assert len(by_name) == len(KafkaConfig.model_fields) + len(KAFKA_DYNAMIC_DEFAULTS)
+    assert (by_name["background.threads"].value, by_name["background.threads"].read_only) == ("10", False)
+    assert (by_name["ssl.keystore.password"].is_sensitive, by_name["ssl.keystore.password"].config_type) == \
+        (True, "PASSWORD")
     e = by_name["log.retention.hours"]
     assert (e.value, e.source, e.read_only, e.config_type) == ("24", S, True, "INT")
     assert e.synonyms == (ConfigSynonym("log.retention.hours", "24", S), ConfigSynonym("log.retention.hours", "168", D))

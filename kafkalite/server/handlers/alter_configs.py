@@ -4,9 +4,10 @@ is INVALID_CONFIG naming the key (Kafka's KRaft answer; a 3.x ZooKeeper broker s
 INVALID_REQUEST "Invalid config value for resource ..." for unparsable values). The new configs
 are stored in the metadata store and the live logs use them from their next operation.
 
-kafkalite has no dynamic broker configs: a BROKER resource with any config is refused as Kafka
-refuses a static one ("Cannot update these configs dynamically"); an empty set, which only
-clears dynamic configs, succeeds."""
+BROKER resources are dynamic broker configs (`config/dynamic_broker_config.py`): the request's
+configs replace the per-broker set (resource name = this broker's id) or the cluster-wide
+defaults (resource name ""), validated as Kafka's ConfigAdminManager does before anything else —
+every refusal is INVALID_REQUEST with Kafka's message — then stored and applied at once."""
 from __future__ import annotations
 
 from collections import Counter
@@ -14,11 +15,12 @@ from typing import Any, Callable
 
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
+from kafkalite.config.dynamic_broker_config import DynamicConfigError
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.handlers.describe_configs import (INVALID_REQUEST_DEFAULT_MESSAGE, RESOURCE_BROKER,
                                                        RESOURCE_TOPIC, RESOURCE_TYPE_NAMES, parse_broker_id,
-                                                       resource_repr, resource_type_name)
+                                                       resource_type_name)
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
@@ -26,15 +28,22 @@ API_KEY = 33
 MIN_VERSION, MAX_VERSION = 0, 2
 
 
-def static_broker_config_message(keys: list[str]) -> str:
-    """DynamicBrokerConfig's refusal (a Scala Set, insertion order)."""
-    return f"Cannot update these configs dynamically: Set({', '.join(dict.fromkeys(keys))})"
-
-
-def check_broker_resource(services: BrokerServices, name: str, what: str = "Broker id") -> None:
-    if name and parse_broker_id(name, what) != services.broker_id:
+def check_broker_resource(services: BrokerServices, name: str) -> None:
+    """ConfigAdminManager.validateResourceNameIsCurrentNodeId ("" is the cluster default)."""
+    if name and parse_broker_id(name, "Node id") != services.broker_id:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                             f"Unexpected broker id, expected {services.broker_id}, but received {name}")
+
+
+def alter_broker_configs(services: BrokerServices, name: str, props: dict[str, str], validate_only: bool) -> None:
+    """Replace the entity's dynamic configs with `props` (validate only, or store and apply)."""
+    assert services.dynamic_config is not None
+    try:
+        services.dynamic_config.alter(props, per_broker=bool(name), validate_only=validate_only)
+    except DynamicConfigError as e:
+        # ConfigAdminManager: "InvalidRequestException is not really the right exception here
+        # ... but we should probably only change this in a KIP" (KAFKA-13609)
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, str(e)) from None
 
 
 def answer_per_resource(Resp: Any, resources: list[Any], apply: Callable[[Any], None]) -> Any:
@@ -78,10 +87,8 @@ def make(services: BrokerServices) -> ApiSpec:
             return
         if resource_type == RESOURCE_BROKER:
             check_broker_resource(services, name)
-            if configs:
-                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                                    f"Invalid config value for resource {resource_repr(resource_type, name)}: "
-                                    + static_broker_config_message(list(configs)))
+            alter_broker_configs(services, name, {k: v for k, v in configs.items() if v is not None},
+                                 validate_only)
             return
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, "
                             f"but resource type is {resource_type_name(resource_type)}")

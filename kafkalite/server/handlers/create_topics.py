@@ -21,7 +21,7 @@ MIN_VERSION, MAX_VERSION = 2, 7
 
 
 def make(services: BrokerServices) -> ApiSpec:
-    config_view = BrokerConfigView(services.config)
+    config_view = BrokerConfigView(services.config, services.dynamic_config)
 
     async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
         Resp = CreateTopicsResponse[ctx.api_version]

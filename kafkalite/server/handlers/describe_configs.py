@@ -3,8 +3,8 @@ synonyms (v1), documentation and config types (v3). Also the resource-type helpe
 AlterConfigs handlers share.
 
 Resource types kafkalite describes: TOPIC (every topic config, effective value, override or broker
-default) and BROKER (name "": the dynamic cluster defaults, of which kafkalite has none; name =
-this broker's id: every broker config, read-only). BROKER_LOGGER, CLIENT_METRICS and GROUP
+default) and BROKER (name "": the dynamic cluster-wide defaults that are set; name = this broker's
+id: every broker config with its current value, read-only unless Kafka can update it dynamically). BROKER_LOGGER, CLIENT_METRICS and GROUP
 resources are answered INVALID_REQUEST ("Unsupported resource type"); an unknown type fails the
 whole request with INVALID_REQUEST, as Kafka's authorization step does."""
 from __future__ import annotations
@@ -55,7 +55,7 @@ def parse_broker_id(name: str, what: str = "Broker id") -> int:
 
 
 def make(services: BrokerServices) -> ApiSpec:
-    view = BrokerConfigView(services.config)
+    view = BrokerConfigView(services.config, services.dynamic_config)
     controller = services.controller
     cache = services.metadata_cache
 
@@ -70,7 +70,7 @@ def make(services: BrokerServices) -> ApiSpec:
             return view.topic_entries(controller.log_config_for(record), record.configs, keys)
         if resource_type == RESOURCE_BROKER:
             if not name:
-                return []    # no dynamic cluster-wide defaults
+                return view.default_entries(keys)
             if parse_broker_id(name) != services.broker_id:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected "
                                     f"{services.broker_id} or empty string, but received {name}")
@@ -98,7 +98,8 @@ def make(services: BrokerServices) -> ApiSpec:
                 results.append(R(error_code=e.code, error_message=e.message, resource_type=r.resource_type,
                                  resource_name=r.resource_name, configs=[]))
                 continue
-            results.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=r.resource_type,
+            # ConfigHelper leaves ErrorMessage at the schema's default, "" (not null)
+            results.append(R(error_code=ErrorCode.NONE, error_message="", resource_type=r.resource_type,
                              resource_name=r.resource_name, configs=[
                                  E(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                                    is_sensitive=e.is_sensitive,

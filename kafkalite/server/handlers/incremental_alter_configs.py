@@ -6,20 +6,26 @@ they start from the topic's override, or from the config's Kafka default when th
 (ConfigDef's default, not the broker's synonym, as in Kafka). The value is split at commas;
 APPEND adds the elements not yet present, SUBTRACT removes them.
 
-BROKER resources: deleting configs succeeds (there are no dynamic ones to delete); setting any
-is refused as Kafka refuses a static broker config."""
+BROKER resources (dynamic broker configs): the operations apply to the entity's stored dynamic
+configs as Kafka's ConfigAdminManager.prepareIncrementalConfigs does (APPEND/SUBTRACT on LIST
+broker configs start from Kafka's ConfigDef default; on other types INVALID_CONFIG "Config value
+append is not allowed for config key: k"; on a key KafkaConfig does not define
+UNKNOWN_SERVER_ERROR, Kafka's NoSuchElementException), then the result is validated, stored and
+applied as AlterConfigs does."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
+from kafkalite.config.broker_configs import BrokerConfigView
+from kafkalite.config.kafka_config_def import KAFKA_BROKER_CONFIG_TYPES
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS
 from kafkalite.config.topic_config import is_list_config, list_default
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.server.handler import ApiSpec
-from kafkalite.server.handlers.alter_configs import (answer_per_resource, check_broker_resource,
-                                                    static_broker_config_message)
+from kafkalite.server.handlers.alter_configs import (alter_broker_configs, answer_per_resource,
+                                                    check_broker_resource)
 from kafkalite.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, resource_type_name
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
@@ -60,8 +66,50 @@ def apply_ops(current: dict[str, str], ops: list[tuple[str, int, Optional[str]]]
     return props
 
 
+def java_split(value: str) -> list[str]:
+    """String.split(","): trailing empty strings dropped, but "" is [""]."""
+    parts = value.split(",")
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return [""] if parts == [] else parts
+
+
+def apply_broker_ops(current: dict[str, str], ops: list[tuple[str, int, Optional[str]]],
+                     defaults: dict[str, str]) -> dict[str, str]:
+    """A broker entity's dynamic configs after the operations (ConfigAdminManager.
+    prepareIncrementalConfigs over KafkaConfig's keys; pure; raises KafkaApiError)."""
+    props = dict(current)
+    for key, op, value in ops:
+        if op == OP_SET:
+            assert value is not None
+            props[key] = value
+        elif op == OP_DELETE:
+            props.pop(key, None)
+        else:
+            if key not in KAFKA_BROKER_CONFIG_TYPES:
+                # Kafka looks the key up in a Scala Map: NoSuchElementException, no message sent
+                raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
+            if KAFKA_BROKER_CONFIG_TYPES[key] != "LIST":
+                what = "append" if op == OP_APPEND else "subtract"
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
+                                    f"Config value {what} is not allowed for config key: {key}")
+            assert value is not None
+            start = props.get(key, defaults.get(key))
+            if op == OP_APPEND:
+                old = java_split(start) if start else []
+                new = old + [p for p in java_split(value) if p not in old]
+            else:
+                new = java_split(start or "")
+                for p in java_split(value):     # Scala's List.diff: one occurrence per element
+                    if p in new:
+                        new.remove(p)
+            props[key] = ",".join(new)
+    return props
+
+
 def make(services: BrokerServices) -> ApiSpec:
     controller = services.controller
+    view = BrokerConfigView(services.config, services.dynamic_config)
 
     def alter(resource_type: int, name: str, ops: list[tuple[str, int, Optional[str]]], validate_only: bool) -> None:
         if resource_type == RESOURCE_TOPIC:
@@ -75,11 +123,11 @@ def make(services: BrokerServices) -> ApiSpec:
                 raise KafkaApiError(code, message)
             return
         if resource_type == RESOURCE_BROKER:
-            check_broker_resource(services, name, what="Node id")
-            # Every broker config is static: whatever is SET stays refused; DELETEs leave nothing.
-            kept = [key for key, op, _v in ops if op != OP_DELETE]
-            if kept:
-                raise KafkaApiError(ErrorCode.INVALID_REQUEST, static_broker_config_message(kept))
+            check_broker_resource(services, name)
+            assert services.dynamic_config is not None
+            props = apply_broker_ops(services.dynamic_config.stored_props(per_broker=bool(name)), ops,
+                                     view.defaults)
+            alter_broker_configs(services, name, props, validate_only)
             return
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, "
                             f"but resource type is {resource_type_name(resource_type)}")

@@ -45,7 +45,7 @@ def make(services: BrokerServices) -> ApiSpec:
     coordinator = services.group_coordinator
     cache = services.metadata_cache
     # (unit tests build this handler with a group coordinator and a metadata cache only)
-    verifier = TransactionVerifier(services.config, services.replica_manager, services.transaction_coordinator,
+    verifier = TransactionVerifier(services.live_config, services.replica_manager, services.transaction_coordinator,
                                    cache) if hasattr(services, "transaction_coordinator") else None
 
     def verification_error(v: int, req: TxnOffsetCommitRequest) -> ErrorCode:
