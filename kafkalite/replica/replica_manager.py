@@ -168,10 +168,13 @@ class ReplicaManager:
     # -- fetch -------------------------------------------------------------------------------
     async def fetch_messages(self, max_wait_ms: int, min_bytes: int, max_bytes: int,
                              isolation_level: int,
-                             fetch_infos: list[tuple[TopicPartition, FetchPartitionRequest]]
+                             fetch_infos: list[tuple[TopicPartition, FetchPartitionRequest]],
+                             min_one_message: bool = True
                              ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
+        """`min_one_message` False is Kafka's hard max-bytes limit of Fetch v0-2 (FetchParams.
+        hardMaxBytesLimit): a first batch above the limits is not returned whole."""
         def read() -> list[tuple[TopicPartition, FetchPartitionResult]]:
-            return self.read_from_local_logs(max_bytes, isolation_level, fetch_infos)
+            return self.read_from_local_logs(max_bytes, isolation_level, fetch_infos, min_one_message)
 
         results = read()
         total = sum(r.size for _tp, r in results)
@@ -203,13 +206,14 @@ class ReplicaManager:
         return data.size
 
     def read_from_local_logs(self, max_bytes: int, isolation_level: int,
-                             fetch_infos: Iterable[tuple[TopicPartition, FetchPartitionRequest]]
+                             fetch_infos: Iterable[tuple[TopicPartition, FetchPartitionRequest]],
+                             min_one_message: bool = True
                              ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
         """Kafka's readFromLocalLog: partitions in request order share `max_bytes`; the first
-        partition with data may exceed the limits by one batch so a consumer always progresses."""
+        partition with data may exceed the limits by one batch so a consumer always progresses
+        (unless `min_one_message` is False: Fetch v0-2)."""
         out: list[tuple[TopicPartition, FetchPartitionResult]] = []
         limit = max_bytes
-        min_one_message = True
         for tp, info in fetch_infos:
             try:
                 p = self.leader_partition(tp)

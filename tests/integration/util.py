@@ -21,6 +21,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 
 # Kafka error codes the tests assert (org.apache.kafka.common.protocol.Errors).
 NONE = 0
@@ -148,6 +149,30 @@ def build_legacy_message_set(records: Sequence[Rec], magic: int = 1) -> bytes:
     for i, r in enumerate(records):
         assert b.append(i, r.timestamp if r.timestamp is not None else now, r.key, r.value) is not None
     return bytes(b.build())
+
+
+@dataclass(frozen=True)
+class LegacyRec:
+    """One message of a magic 0/1 message set as a pre-0.11 consumer sees it."""
+    offset: int
+    magic: int
+    timestamp: Optional[int]        # None for magic 0
+    log_append_time: bool           # the timestamp type bit (magic 1)
+    key: Optional[bytes]
+    value: Optional[bytes]
+
+
+def parse_legacy_records(data: Optional[bytes]) -> list[LegacyRec]:
+    """The messages of a magic 0/1 message set (a Fetch v0-3 answer), compressed wrappers opened
+    by kafka-python's reader; a trailing partial message or overflow stub ends it, as for a
+    consumer."""
+    out: list[LegacyRec] = []
+    records = MemoryRecords(data or b"")
+    while (batch := records.next_batch()) is not None:
+        assert batch.magic in (0, 1), batch.magic
+        out += [LegacyRec(r.offset, batch.magic, r.timestamp, r.timestamp_type == 1, r.key, r.value)
+                for r in batch]
+    return out
 
 
 BATCH_CRC_OFFSET = DefaultRecordBatch.CRC_OFFSET          # 17

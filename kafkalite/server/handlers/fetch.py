@@ -1,5 +1,6 @@
-"""Fetch (key 1), v4+: long-poll reads through the replica manager, incremental fetch sessions,
-topic ids from v13."""
+"""Fetch (key 1), v0-18: long-poll reads through the replica manager, incremental fetch sessions
+from v7, topic ids from v13. v0-3 get the stored batches down-converted to message format 0
+(v0-1) or 1 (v2-3) as Kafka 3.x's KafkaApis.maybeConvertFetchedData does."""
 from __future__ import annotations
 
 import time
@@ -8,6 +9,8 @@ from typing import Optional
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from kafkalite.log.errors import UnsupportedCompressionTypeError
+from kafkalite.log.legacy_records import MAGIC_V0, MAGIC_V1, lazy_down_convert
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.results import FetchPartitionRequest, FetchPartitionResult
@@ -19,7 +22,19 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
 API_KEY = 1
-MIN_VERSION, MAX_VERSION = 4, 18
+MIN_VERSION, MAX_VERSION = 0, 18
+LAST_HARD_MAX_BYTES_VERSION = 2     # v0-2: no "at least one batch" beyond the byte limits
+LAST_DOWN_CONVERSION_VERSION = 3    # v0-3 read message format 0/1
+FIRST_ZSTD_VERSION = 10             # older fetchers cannot read zstd
+
+
+def down_conversion_magic(version: int) -> int | None:
+    """The message format a Fetch version reads, when it is older than the stored v2."""
+    if version <= 1:
+        return MAGIC_V0
+    if version <= LAST_DOWN_CONVERSION_VERSION:
+        return MAGIC_V1
+    return None
 
 
 def _now_ms() -> int:
@@ -30,6 +45,28 @@ def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
     replica_manager = services.replica_manager
     sessions = services.fetch_sessions
+
+    def convert_for_old_fetcher(v: int, tp: TopicPartition, fetch_offset: int,
+                                r: FetchPartitionResult) -> FetchPartitionResult:
+        """KafkaApis.maybeConvertFetchedData: a zstd topic is UNSUPPORTED_COMPRESSION_TYPE below
+        v10; v0-3 get message format 0/1 (UNSUPPORTED_VERSION if message.downconversion.enable
+        is false), the error and offsets of the read kept."""
+        partition = replica_manager.get_partition(tp)
+        if partition is None:
+            return r
+        config = partition.log.config
+        if config.compression_type == "zstd":
+            return FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        magic = down_conversion_magic(v)
+        if magic is None:
+            return r
+        if not config.message_downconversion_enable:
+            return FetchPartitionResult(ErrorCode.UNSUPPORTED_VERSION)
+        try:
+            r.data_bytes = lazy_down_convert(r.records(), magic, fetch_offset)
+        except UnsupportedCompressionTypeError:
+            return FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        return r
 
     async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         v = ctx.api_version
@@ -84,9 +121,13 @@ def make(services: BrokerServices) -> ApiSpec:
                                                       cp.log_start_offset)))
                 keys_read.append(cp.key)
         max_wait = req.max_wait_ms if not errors else 0
-        results = await replica_manager.fetch_messages(max_wait, req.min_bytes, req.max_bytes,
-                                                       req.isolation_level, to_read) if to_read else []
+        results = await replica_manager.fetch_messages(
+            max_wait, req.min_bytes, req.max_bytes, req.isolation_level, to_read,
+            min_one_message=v > LAST_HARD_MAX_BYTES_VERSION) if to_read else []
         by_key: dict[PartitionKey, FetchPartitionResult] = {k: r for k, (_tp, r) in zip(keys_read, results)}
+        if v < FIRST_ZSTD_VERSION:
+            for (tp, info), k in zip(to_read, keys_read):
+                by_key[k] = convert_for_old_fetcher(v, tp, info.fetch_offset, by_key[k])
         for k, code in errors.items():
             by_key[k] = FetchPartitionResult(code)
 

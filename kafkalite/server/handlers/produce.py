@@ -1,14 +1,22 @@
-"""Produce (key 0), v3+ (record batches of magic 2 only).
+"""Produce (key 0), v0-13. From v3 one record batch of magic 2 per partition; v0-2 may carry
+magic 0/1 message sets, converted to one v2 batch before the append as Kafka 3.x's LogValidator
+does (the log holds magic 2 only), or magic 2 batches (one per partition).
 
 acks=0 gets no response; but if any partition failed, Kafka closes the connection so that the
 client notices, and so do we."""
 from __future__ import annotations
 
 import struct
+import time
 from typing import Callable, Optional
 
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from kafkalite.config.log_config import LogConfig
+from kafkalite.log.append_policy import CODECS
+from kafkalite.log.errors import InvalidRecordError, LogError
+from kafkalite.log.legacy_records import convert_to_batch, is_legacy
+from kafkalite.log.record_batch import CREATE_TIME, LOG_APPEND_TIME, split_batches
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
@@ -22,7 +30,8 @@ from kafkalite.server.txn_verification import (TransactionVerifier, produce_erro
                                                transactional_producer)
 
 API_KEY = 0
-MIN_VERSION, MAX_VERSION = 3, 13
+MIN_VERSION, MAX_VERSION = 0, 13
+LAST_LEGACY_VERSION = 2     # the last version that may carry magic 0/1 message sets
 
 _MAGIC_OFFSET = 16
 _ATTRIBUTES_OFFSET = 21
@@ -50,6 +59,23 @@ def validate_records(version: int, records: Optional[bytes]) -> Optional[tuple[E
         return ErrorCode.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
                                           "contain exactly one record batch per partition")
     return None
+
+
+def convert_legacy_records(records: Optional[bytes], config: LogConfig, now_ms: int) -> Optional[bytes]:
+    """What a Produce v0-2 partition appends: a magic 0/1 message set becomes one v2 batch under
+    the topic's rules; magic 2 data must be one batch (LogValidator's "Compressed outer record has
+    more than one batch"). Raises the log's Kafka-mapped errors."""
+    if not is_legacy(records):
+        if records and len(split_batches(records)[0]) > 1:
+            raise InvalidRecordError("Compressed outer record has more than one batch")
+        return records
+    assert records is not None
+    return convert_to_batch(
+        records, max_message_bytes=config.max_message_bytes, compacted=config.compact,
+        timestamp_type=LOG_APPEND_TIME if config.message_timestamp_type == "LogAppendTime" else CREATE_TIME,
+        before_max_ms=config.effective_timestamp_before_max_ms,
+        after_max_ms=config.effective_timestamp_after_max_ms,
+        target_codec=CODECS.get(config.compression_type), now_ms=now_ms)
 
 
 def first_batch_is_transactional(records: Optional[bytes]) -> bool:
@@ -130,11 +156,21 @@ def make(services: BrokerServices) -> ApiSpec:
                     errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                            error_message=f"Cannot append to internal topic {name}")
                     continue
-                invalid = validate_records(v, p.records)
-                if invalid is not None:
-                    errs[p.index] = ProducePartitionResult(invalid[0], error_message=invalid[1])
-                    continue
-                entries[TopicPartition(name, p.index)] = p.records
+                records = p.records
+                if v <= LAST_LEGACY_VERSION:
+                    partition = replica_manager.get_partition(TopicPartition(name, p.index))
+                    if partition is not None:   # otherwise the append answers UNKNOWN_TOPIC_OR_PARTITION
+                        try:
+                            records = convert_legacy_records(records, partition.log.config, time.time_ns() // 1_000_000)
+                        except LogError as e:
+                            errs[p.index] = ProducePartitionResult(ErrorCode(e.error_code), error_message=str(e))
+                            continue
+                else:
+                    invalid = validate_records(v, records)
+                    if invalid is not None:
+                        errs[p.index] = ProducePartitionResult(invalid[0], error_message=invalid[1])
+                        continue
+                entries[TopicPartition(name, p.index)] = records
                 slots[TopicPartition(name, p.index)] = (errs, p.index)
         if len({pe for r in entries.values() if (pe := transactional_producer(r)) is not None}) > 1:
             # Kafka refuses the whole request (InvalidPidMappingException from handleProduceAppend).
@@ -177,5 +213,4 @@ def make(services: BrokerServices) -> ApiSpec:
                 topics.append(T(name=name, partition_responses=parts))
         return Resp(responses=topics, throttle_time_ms=0)
 
-    # Served from v3 (magic 2 only); advertised from v0 as Kafka 4 does (see ApiSpec).
-    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, advertised_min_version=0)
+    return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
