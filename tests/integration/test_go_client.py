@@ -1,10 +1,16 @@
-"""franz-go (kgo v1.22, kadm v1.19), the Go client, against kafkalite broker processes.
+"""franz-go (kgo v1.22, kadm v1.19), the Go client, against kafkalite and Apache Kafka 3.9.1.
 
 tests/go/ is a small Go program (module pinned by its go.mod and go.sum) built once per source
 digest by tests/support/gocheck.py and run as a subprocess; it prints one JSON object per line,
 which these tests check exactly. The record data (keys, values with nulls, headers with a repeated
 key and a null value, explicit timestamps) is the Java client tests' own, so the expectations
 (murmur2 partitions, offsets contiguous per partition) come from the same independent helpers.
+
+Every test also runs against Apache Kafka 3.9.1 (the `kafka_oracle` session fixture: ZooKeeper
+mode, one broker) with the same exact expectations, so what is asserted here is Kafka's
+behaviour as franz-go sees it, not kafkalite's idea of it. The produce/consume round trip runs
+every codec against kafkalite and four of its cases against Kafka (a Kafka round trip costs
+little, but the codecs' batches are already compared byte-for-byte by other tests).
 
 Missing Go FAILS these tests on purpose: they must run, not skip.
 """
@@ -13,16 +19,15 @@ from __future__ import annotations
 import base64
 import uuid
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from tests.harness import BrokerProcess
 from tests.integration.test_java_client import (BASE_TS, N, NUM_PARTITIONS, expected_headers,
                                                 expected_layout, expected_value, java_partition)
 from tests.support.gocheck import GoBuildError, GoCheck, GoRun, build
 
-BROKER_ID = 0
 ZERO_TOPIC_ID = base64.b64encode(bytes(16)).decode()  # kadm's TopicID.String() of Uuid.ZERO
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -33,6 +38,30 @@ def gocheck() -> GoCheck:
         return GoCheck(build())
     except GoBuildError as exc:
         pytest.fail(str(exc))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A broker the Go client runs against: kafkalite or Apache Kafka."""
+    name: str
+    bootstrap_servers: str
+    broker_id: int
+
+
+TARGETS = ["kafkalite", "kafka-3.9.1"]
+
+
+def make_target(request: pytest.FixtureRequest, name: str) -> Target:
+    if name == "kafkalite":
+        b = request.getfixturevalue("broker")
+        return Target(name, b.bootstrap_servers, 0)
+    kafka = request.getfixturevalue("kafka_oracle")
+    return Target(name, kafka.bootstrap_servers, kafka.broker_id)
+
+
+@pytest.fixture(params=TARGETS)
+def target(request: pytest.FixtureRequest) -> Target:
+    return make_target(request, request.param)
 
 
 def unique(prefix: str) -> str:
@@ -53,11 +82,11 @@ def records_by_partition(records: list[dict[str, Any]]) -> dict[int, list[dict[s
 
 # ---- admin (kadm) --------------------------------------------------------------------------------
 
-def test_admin_topic_lifecycle_configs_and_partitions(gocheck: GoCheck, broker: BrokerProcess) -> None:
+def test_admin_topic_lifecycle_configs_and_partitions(gocheck: GoCheck, target: Target) -> None:
     t = unique("go-admin")
     keys = "cleanup.policy,retention.ms,max.message.bytes"
     run = ok(gocheck.run(
-        broker.bootstrap_servers,
+        target.bootstrap_servers,
         f"create-topic {t} 3",
         f"expect-error TOPIC_ALREADY_EXISTS create-topic {t} 3",
         f"describe-topic {t}",
@@ -84,8 +113,8 @@ def test_admin_topic_lifecycle_configs_and_partitions(gocheck: GoCheck, broker: 
     for d, count in ((first, 3), (grown, 5)):
         assert d["topic"] == t and d["internal"] is False and d["topicId"] == created["topicId"]
         assert d["partitions"] == [
-            {"partition": p, "leader": BROKER_ID, "leaderEpoch": 0, "replicas": [BROKER_ID],
-             "isr": [BROKER_ID]} for p in range(count)]
+            {"partition": p, "leader": target.broker_id, "leaderEpoch": 0, "replicas": [target.broker_id],
+             "isr": [target.broker_id]} for p in range(count)]
 
     before, after = run.of("topics")
     assert t in before["topics"] and t not in after["topics"]
@@ -111,14 +140,28 @@ def test_admin_topic_lifecycle_configs_and_partitions(gocheck: GoCheck, broker: 
 
 # ---- produce and consume (kgo) -------------------------------------------------------------------
 
-@pytest.mark.parametrize("compression,acks", [(c, "all") for c in CODECS] + [("none", "0"), ("lz4", "1")])
-def test_produce_consume_roundtrip(gocheck: GoCheck, broker: BrokerProcess, compression: str,
+ROUNDTRIP_CASES = [(c, "all") for c in CODECS] + [("none", "0"), ("lz4", "1")]
+KAFKA_ROUNDTRIP_CASES = [("none", "all"), ("zstd", "all"), ("none", "0"), ("lz4", "1")]
+
+
+@pytest.fixture
+def roundtrip_target(request: pytest.FixtureRequest) -> Target:
+    return make_target(request, request.param)
+
+
+@pytest.mark.parametrize("roundtrip_target,compression,acks", [
+    pytest.param(name, c, a, id=f"{name}-{c}-acks{a}")
+    for name in TARGETS
+    for c, a in (ROUNDTRIP_CASES if name == "kafkalite" else KAFKA_ROUNDTRIP_CASES)
+], indirect=["roundtrip_target"])
+def test_produce_consume_roundtrip(gocheck: GoCheck, roundtrip_target: Target, compression: str,
                                    acks: str) -> None:
+    target = roundtrip_target
     t = unique("go-rt")
     layout = expected_layout()
     ts_of = {i: BASE_TS + i for i in range(N)}
     query = BASE_TS + 13
-    run = ok(gocheck.run(broker.bootstrap_servers,
+    run = ok(gocheck.run(target.bootstrap_servers,
                          f"create-topic {t} {NUM_PARTITIONS}",
                          f"produce {t} {N} {compression} {acks} {BASE_TS}",
                          f"consume {t} {N} 20000 read_uncommitted",
@@ -173,12 +216,12 @@ def test_produce_consume_roundtrip(gocheck: GoCheck, broker: BrokerProcess, comp
     assert offs["after"] == after
 
 
-def test_delete_records_moves_the_log_start(gocheck: GoCheck, broker: BrokerProcess) -> None:
+def test_delete_records_moves_the_log_start(gocheck: GoCheck, target: Target) -> None:
     t = unique("go-del")
     layout = expected_layout()
     cut = {0: 3, 1: len(layout[1]), 2: 0}  # part of p0, all of p1 (the high watermark), none of p2
     remaining = N - sum(cut.values())
-    run = ok(gocheck.run(broker.bootstrap_servers,
+    run = ok(gocheck.run(target.bootstrap_servers,
                          f"create-topic {t} {NUM_PARTITIONS}",
                          f"produce {t} {N} zstd all {BASE_TS}",
                          f"delete-records {t} " + ",".join(f"{p}={o}" for p, o in cut.items()),
@@ -200,10 +243,10 @@ def test_delete_records_moves_the_log_start(gocheck: GoCheck, broker: BrokerProc
 # ---- consumer groups -----------------------------------------------------------------------------
 
 def test_consumer_group_two_members_rebalance_and_commit(gocheck: GoCheck,
-                                                        broker: BrokerProcess) -> None:
+                                                        target: Target) -> None:
     t, group = unique("go-grp"), unique("go-group")
     second = 24
-    run = ok(gocheck.run(broker.bootstrap_servers,
+    run = ok(gocheck.run(target.bootstrap_servers,
                          f"create-topic {t} {NUM_PARTITIONS}",
                          f"produce {t} {N} none all {BASE_TS}",
                          f"group {t} {group} {N} {second}",
@@ -239,7 +282,7 @@ def test_consumer_group_two_members_rebalance_and_commit(gocheck: GoCheck,
     for d, members in ((d_joined, {"gocheck-a", "gocheck-b"}), (d_left, {"gocheck-a"})):
         assert (d["state"], d["protocolType"], d["protocol"], d["error"]) == (
             "Stable", "consumer", "cooperative-sticky", None), d
-        assert d["coordinator"] == BROKER_ID
+        assert d["coordinator"] == target.broker_id
         assert {m["clientId"] for m in d["members"]} == members
         for m in d["members"]:
             assert m["subscribed"] == [t] and m["clientHost"].startswith("/127.0.0.1"), m
@@ -253,15 +296,15 @@ def test_consumer_group_two_members_rebalance_and_commit(gocheck: GoCheck,
     assert offsets["offsets"] == {f"{t}-{p}": total[p] for p in everything}
     (listed,) = run.of("groups")
     assert [g for g in listed["groups"] if g["group"] == group] == [
-        {"group": group, "protocolType": "consumer", "state": "Empty", "coordinator": BROKER_ID}]
+        {"group": group, "protocolType": "consumer", "state": "Empty", "coordinator": target.broker_id}]
 
 
 # ---- transactions --------------------------------------------------------------------------------
 
-def test_transactions_commit_and_abort_read_committed(gocheck: GoCheck, broker: BrokerProcess) -> None:
+def test_transactions_commit_and_abort_read_committed(gocheck: GoCheck, target: Target) -> None:
     t, tid = unique("go-txn"), unique("go-tid")
     n = 12
-    run = ok(gocheck.run(broker.bootstrap_servers,
+    run = ok(gocheck.run(target.bootstrap_servers,
                          f"create-topic {t} {NUM_PARTITIONS}",
                          f"txn {t} {tid} {n} aborted abort",
                          f"txn {t} {tid} {n} committed commit",
@@ -296,10 +339,10 @@ def test_transactions_commit_and_abort_read_committed(gocheck: GoCheck, broker: 
     assert offs["end"] == ends and offs["committed"] == ends  # both markers written: LSO = HW
 
 
-def test_group_transact_session_exactly_once(gocheck: GoCheck, broker: BrokerProcess) -> None:
+def test_group_transact_session_exactly_once(gocheck: GoCheck, target: Target) -> None:
     src, dst = unique("go-src"), unique("go-dst")
     group, tid = unique("go-eos"), unique("go-eos-tid")
-    run = ok(gocheck.run(broker.bootstrap_servers,
+    run = ok(gocheck.run(target.bootstrap_servers,
                          f"create-topic {src} {NUM_PARTITIONS}",
                          f"create-topic {dst} {NUM_PARTITIONS}",
                          f"produce {src} {N} lz4 all {BASE_TS}",
