@@ -9,7 +9,8 @@ import uuid
 from typing import Callable, Iterable, Optional
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.errors import DecompressionError, OffsetOutOfRangeError
+from kafkalite.log.errors import (CorruptRecordError, DecompressionError, KafkaStorageError, OffsetOutOfRangeError,
+                                  RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalite.log.log import ORIGIN_CLIENT
 from kafkalite.log.record_batch import split_batches
 from kafkalite.log.log_manager import LogManager
@@ -58,6 +59,20 @@ def _append_error_of(tp: TopicPartition, exc: Exception) -> tuple[ErrorCode, Opt
                   tp.topic, tp.partition, exc.codec, exc)
         return ErrorCode.UNKNOWN_SERVER_ERROR, None
     return _error_of(exc)
+
+
+# Append failures Kafka answers with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO (log start offset -1).
+_UNKNOWN_APPEND_INFO_ERRORS = (CorruptRecordError, RecordTooLargeError, RecordBatchTooLargeError, KafkaStorageError)
+_UNKNOWN_APPEND_INFO_CODES = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def _unknown_append_info(exc: Exception) -> bool:
+    return isinstance(exc, _UNKNOWN_APPEND_INFO_ERRORS) or \
+        (isinstance(exc, KafkaApiError) and exc.code in _UNKNOWN_APPEND_INFO_CODES)
+
+
+def _log_start_offset(partition: Optional["Partition"]) -> int:
+    return partition.log.log_start_offset if partition is not None else -1
 
 
 class ReplicaManager:
@@ -140,8 +155,14 @@ class ReplicaManager:
                 partition = self.leader_partition(tp)
                 info = partition.append_records_to_leader(records, required_acks, ts, origin)
             except Exception as e:  # the log's errors carry Kafka codes
-                result.error, result.error_message = _append_error_of(tp, e)
+                result.error, message = _append_error_of(tp, e)
                 result.record_errors = list(getattr(e, "record_errors", None) or [])
+                # Kafka's appendToLocalLog: only a RecordValidationException (per-record errors)
+                # carries its message to the client; besides it, every failure but the
+                # "unknown append info" ones reports the partition's log start offset.
+                result.error_message = message if result.record_errors else None
+                if not _unknown_append_info(e):
+                    result.log_start_offset = _log_start_offset(self.partitions.get(tp))
                 continue
             result.base_offset = info.first_offset
             result.log_append_time = info.log_append_time

@@ -18,7 +18,7 @@ from kafkalite.log.errors import InvalidRecordError, LogError
 from kafkalite.log.legacy_records import convert_to_batch, is_legacy
 from kafkalite.log.record_batch import CREATE_TIME, LOG_APPEND_TIME, split_batches
 from kafkalite.network.socket_server import CloseConnection
-from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.results import ProducePartitionResult
 from kafkalite.server.handler import ApiSpec
@@ -40,9 +40,32 @@ _ZSTD = 4
 _TRANSACTIONAL_MASK = 0x10
 
 
+# LegacyRecord.RECORD_OVERHEAD_V0: the smallest size a batch header may declare
+_MIN_RECORD_OVERHEAD = 14
+
+
+def first_batch_corruption(records: Optional[bytes]) -> Optional[str]:
+    """Kafka's ByteBufferLogInputStream.nextBatchSize on a partition's first batch, which
+    RequestUtils.hasTransactionalRecords reads before anything else in handleProduceRequest: a
+    declared size below the minimum or an unknown magic throws CorruptRecordException there, and
+    the whole request is answered with CORRUPT_MESSAGE and that message."""
+    if not records or len(records) < 12:
+        return None
+    size = _LENGTH.unpack_from(records, 8)[0]
+    if size < _MIN_RECORD_OVERHEAD:
+        return f"Record size {size} is less than the minimum record overhead ({_MIN_RECORD_OVERHEAD})"
+    if len(records) <= _MAGIC_OFFSET:
+        return None
+    magic = struct.unpack_from(">b", records, _MAGIC_OFFSET)[0]
+    if magic < 0 or magic > 2:
+        return f"Invalid magic found in record: {magic}"
+    return None
+
+
 def validate_records(version: int, records: Optional[bytes]) -> Optional[tuple[ErrorCode, str]]:
-    """Kafka's ProduceRequest.validateRecords: exactly one magic-2 batch per partition."""
-    if not records or len(records) < 17:
+    """Kafka's ProduceRequest.validateRecords: exactly one magic-2 batch per partition. A batch
+    cut short is no batch at all (Kafka's batch iterator stops before it)."""
+    if not records or len(records) < 17 or 12 + _LENGTH.unpack_from(records, 8)[0] > len(records):
         return ErrorCode.INVALID_RECORD, (f"Produce requests with version {version} must have at least "
                                           "one record batch per partition")
     if records[_MAGIC_OFFSET] != 2:
@@ -127,6 +150,10 @@ def make(services: BrokerServices) -> ApiSpec:
         # Transactional records need a transactional id (Kafka authorizes the write to it first and
         # answers every partition with this error otherwise); an empty id or a transactional id on
         # plain records is let through, as Kafka does without an authorizer.
+        corruption = next((m for t in req.topic_data for p in t.partition_data
+                           if (m := first_batch_corruption(p.records)) is not None), None)
+        if corruption is not None:
+            raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, corruption)
         txn_id_error = req.transactional_id is None and any(
             first_batch_is_transactional(p.records) for t in req.topic_data for p in t.partition_data)
         for t in req.topic_data:
@@ -153,8 +180,8 @@ def make(services: BrokerServices) -> ApiSpec:
                     errs[p.index] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     continue
                 if is_internal(name):
-                    errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                                           error_message=f"Cannot append to internal topic {name}")
+                    # Kafka's ReplicaManager sets no custom message here
+                    errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
                     continue
                 records = p.records
                 if v <= LAST_LEGACY_VERSION:
@@ -168,7 +195,8 @@ def make(services: BrokerServices) -> ApiSpec:
                 else:
                     invalid = validate_records(v, records)
                     if invalid is not None:
-                        errs[p.index] = ProducePartitionResult(invalid[0], error_message=invalid[1])
+                        # KafkaApis answers these with the error code alone
+                        errs[p.index] = ProducePartitionResult(invalid[0])
                         continue
                 entries[TopicPartition(name, p.index)] = records
                 slots[TopicPartition(name, p.index)] = (errs, p.index)
