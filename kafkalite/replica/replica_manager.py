@@ -252,13 +252,9 @@ class ReplicaManager:
                 limit = max(0, limit - data.size)
             except Exception as e:
                 code, _msg = _error_of(e)
+                # Kafka's createLogReadResult(e): every offset unknown (-1), out of range included;
+                # the client asks ListOffsets where to reset
                 result = FetchPartitionResult(code)
-                p2 = self.partitions.get(tp)
-                if p2 is not None and code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    # Kafka reports the range so the client can reset.
-                    result.high_watermark = p2.high_watermark
-                    result.last_stable_offset = p2.last_stable_offset
-                    result.log_start_offset = p2.log_start_offset
             out.append((tp, result))
         return out
 

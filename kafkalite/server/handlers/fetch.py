@@ -113,7 +113,8 @@ def make(services: BrokerServices) -> ApiSpec:
                 errors[cp.key] = ErrorCode.NOT_LEADER_OR_FOLLOWER   # no followers on this broker
             elif uses_topic_ids and not name:
                 errors[cp.key] = ErrorCode.UNKNOWN_TOPIC_ID
-            elif not cache.contains(name):
+            elif (info := cache.topic(name)) is None or partition not in info.partitions:
+                # KafkaApis checks the partition against the metadata cache before reading
                 errors[cp.key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 to_read.append((TopicPartition(name, partition),
@@ -129,7 +130,8 @@ def make(services: BrokerServices) -> ApiSpec:
             for (tp, info), k in zip(to_read, keys_read):
                 by_key[k] = convert_for_old_fetcher(v, tp, info.fetch_offset, by_key[k])
         for k, code in errors.items():
-            by_key[k] = FetchPartitionResult(code)
+            # KafkaApis' FetchResponse.partitionResponse: an empty (not null) aborted list
+            by_key[k] = FetchPartitionResult(code, aborted_transactions=[])
 
         # Shape the response for the context.
         included: list[tuple[CachedPartition, FetchPartitionResult]] = []
