@@ -70,7 +70,7 @@ def shape(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return "zero uuid" if value.int == 0 else "uuid"
     if isinstance(value, int):
-        return "negative" if value < 0 else ("zero" if value == 0 else "positive")
+        return "negative" if value < 0 else "non-negative"
     if isinstance(value, (str, bytes)):
         return "empty" if len(value) == 0 else "non-empty"
     if isinstance(value, list):
