@@ -298,7 +298,8 @@ class ReplicaManager:
         else:
             found = p.log.fetch_offset_by_timestamp(timestamp)
         if found is None or found[1] >= last_fetchable:
-            return ListOffsetsPartitionResult(ErrorCode.NONE, -1, -1, epoch)
+            # KafkaApis' buildErrorResponse(NONE): no offset, no timestamp, no leader epoch
+            return ListOffsetsPartitionResult(ErrorCode.NONE, -1, -1, -1)
         return ListOffsetsPartitionResult(ErrorCode.NONE, found[0], found[1], epoch)
 
     # -- delete records ----------------------------------------------------------------------

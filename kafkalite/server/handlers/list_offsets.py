@@ -8,8 +8,8 @@ from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
-from kafkalite.replica.replica_manager import (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
-                                               MAX_TIMESTAMP)
+from kafkalite.replica.replica_manager import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP,
+                                               LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP)
 from kafkalite.replica.results import ListOffsetsPartitionResult
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -18,8 +18,10 @@ from kafkalite.server.services import BrokerServices
 API_KEY = 2
 MIN_VERSION, MAX_VERSION = 1, 10
 
-# the first version at which each special timestamp may be asked for
-_MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
+# the first version at which each special (negative) timestamp may be asked for; any other
+# negative timestamp is UNSUPPORTED_VERSION (KafkaApis' timestampMinSupportedVersion)
+_MIN_VERSION_FOR = {LATEST_TIMESTAMP: 0, EARLIEST_TIMESTAMP: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8,
+                    LATEST_TIERED_TIMESTAMP: 9}
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 
@@ -41,7 +43,7 @@ def make(services: BrokerServices) -> ApiSpec:
             for p in t.partitions:
                 if counts[(t.name, p.partition_index)] > 1:
                     r = ListOffsetsPartitionResult(ErrorCode.INVALID_REQUEST)
-                elif v < _MIN_VERSION_FOR.get(p.timestamp, 0):
+                elif p.timestamp < 0 and v < _MIN_VERSION_FOR.get(p.timestamp, MAX_VERSION + 1):
                     r = ListOffsetsPartitionResult(ErrorCode.UNSUPPORTED_VERSION)
                 else:
                     r = replica_manager.fetch_offset_for_timestamp(
