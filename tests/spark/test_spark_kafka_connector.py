@@ -22,6 +22,7 @@ from kafka.partitioner.default import murmur2
 
 from tests.spark.test_spark_source import (BASE_TS, KAFKA_SCHEMA, by_position, create_topic, fill,
                                            kafka_python_read, produce, rows_of, unique)
+from tests.support.spark_kafka import artifact_name, missing_from
 
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
@@ -78,6 +79,21 @@ def confluent_produce(bs: str, records: Sequence[tuple[str, int, bytes, list]]) 
                   on_delivery=lambda err, _msg: errors.append(err) if err else None)
     assert p.flush(30) == 0
     assert errors == []
+
+
+# ---- the jars -----------------------------------------------------------------------------
+
+def test_connector_jars_are_only_what_pyspark_lacks(spark_kafka_jars: tuple[list[Path], Optional[str]]) -> None:
+    jars, missing = spark_kafka_jars
+    assert missing is None
+    # no second scala-library, hadoop-client, lz4, snappy or slf4j next to PySpark's own
+    assert sorted(artifact_name(j.name) for j in jars) == [
+        "commons-pool2", "kafka-clients", "spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13"]
+    assert [artifact_name(n) for n in ("zstd-jni-1.5.7-7.jar", "hive-exec-2.3.10-core.jar",
+                                       "scala-parallel-collections_2.13-1.2.0.jar")] == \
+        ["zstd-jni", "hive-exec", "scala-parallel-collections_2.13"]
+    assert [j.name for j in missing_from([Path("/c/kafka-clients-3.9.2.jar"), Path("/c/lz4-java-1.10.1.jar")],
+                                         ["lz4-java-1.11.0.jar"])] == ["kafka-clients-3.9.2.jar"]
 
 
 # ---- batch reads -------------------------------------------------------------------------
