@@ -62,6 +62,7 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
     "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
     "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
     "message.downconversion.enable": ("log.message.downconversion.enable",),
+    "message.format.version": ("log.message.format.version",),
     "local.retention.ms": ("log.local.retention.ms",),
     "local.retention.bytes": ("log.local.retention.bytes",),
 }
@@ -71,6 +72,8 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
 _UNREAD_BROKER_DEFAULTS: dict[str, str] = {
     "log.message.timestamp.difference.max.ms": str(LONG_MAX),
     "log.message.downconversion.enable": "true",
+    # ignored by a 3.x broker (inter.broker.protocol.version >= 3.0), which then reports this value
+    "log.message.format.version": "3.0-IV1",
     "log.local.retention.ms": "-2",
     "log.local.retention.bytes": "-2",
 }

@@ -43,11 +43,14 @@ class LogConfig:
     compression_type: str = "producer"                 # compression.type
     # stored for the replicating controller; a single broker never elects an out-of-sync leader
     unclean_leader_election_enable: bool = False       # unclean.leader.election.enable
-    # no effect: Fetch < v4 (the only down-conversion case) is not served
+    # false: Fetch v0-3 (which read message format 0/1) get UNSUPPORTED_VERSION for the topic
     message_downconversion_enable: bool = True         # message.downconversion.enable
     # stored only (replication quotas need replication)
     leader_replication_throttled_replicas: str = ""    # leader.replication.throttled.replicas
     follower_replication_throttled_replicas: str = ""  # follower.replication.throttled.replicas
+    # deprecated, and ignored by a 3.x broker (inter.broker.protocol.version >= 3.0): the log
+    # always holds magic v2 batches; kept so DescribeConfigs shows it (default "3.0-IV1")
+    message_format_version: str = "3.0-IV1"            # message.format.version
     # tiered storage is not available: remote.storage.enable is always false, and the local
     # retention settings (-2: retention.ms/bytes) then have no effect, as in Kafka
     remote_storage_enable: bool = False                # remote.storage.enable
@@ -110,6 +113,7 @@ TOPIC_CONFIG_ATTRS: dict[str, str] = {
     "compression.type": "compression_type",
     "unclean.leader.election.enable": "unclean_leader_election_enable",
     "message.downconversion.enable": "message_downconversion_enable",
+    "message.format.version": "message_format_version",
     "leader.replication.throttled.replicas": "leader_replication_throttled_replicas",
     "follower.replication.throttled.replicas": "follower_replication_throttled_replicas",
     "remote.storage.enable": "remote_storage_enable",

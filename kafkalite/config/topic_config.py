@@ -50,6 +50,7 @@ _TYPES: dict[str, str] = {
     "compression.type": "STRING",
     "unclean.leader.election.enable": "BOOLEAN",
     "message.downconversion.enable": "BOOLEAN",
+    "message.format.version": "STRING",
     "leader.replication.throttled.replicas": "LIST",
     "follower.replication.throttled.replicas": "LIST",
     "remote.storage.enable": "BOOLEAN",
@@ -133,8 +134,12 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
                         "(batches in another codec are recompressed), or producer (kept as sent).",
     "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader as a last "
                                       "resort (possible data loss).",
-    "message.downconversion.enable": "Whether old consumers may get down-converted batches; kafkalite "
-                                     "serves only Fetch v4+, which never needs down-conversion.",
+    "message.downconversion.enable": "Whether Fetch v0-3 (message formats 0 and 1) may read this topic: "
+                                     "stored batches are down-converted for them; false answers "
+                                     "UNSUPPORTED_VERSION.",
+    "message.format.version": "Deprecated; ignored since inter.broker.protocol.version 3.0 (batches "
+                              "are always stored in message format v2). Any valid Kafka version is "
+                              "accepted and shown.",
     "leader.replication.throttled.replicas": "Replicas (partition:broker, or *) whose leader-side "
                                              "replication traffic is throttled.",
     "follower.replication.throttled.replicas": "Replicas (partition:broker, or *) whose follower-side "
@@ -144,6 +149,49 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "local.retention.ms": "Local retention time with tiered storage; -2 means retention.ms.",
     "local.retention.bytes": "Local retention size with tiered storage; -2 means retention.bytes.",
 }
+
+
+# MetadataVersion of Kafka 3.9, in order: (release, sub-version). The releases up to
+# LATEST_PRODUCTION (3.9-IV0) are valid on their own too, naming their newest sub-version.
+_METADATA_VERSIONS: tuple[tuple[str, str], ...] = (
+    ("0.8.0", ""), ("0.8.1", ""), ("0.8.2", ""), ("0.9.0", ""),
+    ("0.10.0", "IV0"), ("0.10.0", "IV1"), ("0.10.1", "IV0"), ("0.10.1", "IV1"), ("0.10.1", "IV2"),
+    ("0.10.2", "IV0"), ("0.11.0", "IV0"), ("0.11.0", "IV1"), ("0.11.0", "IV2"), ("1.0", "IV0"),
+    ("1.1", "IV0"), ("2.0", "IV0"), ("2.0", "IV1"), ("2.1", "IV0"), ("2.1", "IV1"), ("2.1", "IV2"),
+    ("2.2", "IV0"), ("2.2", "IV1"), ("2.3", "IV0"), ("2.3", "IV1"), ("2.4", "IV0"), ("2.4", "IV1"),
+    ("2.5", "IV0"), ("2.6", "IV0"), ("2.7", "IV0"), ("2.7", "IV1"), ("2.7", "IV2"), ("2.8", "IV0"),
+    ("2.8", "IV1"), ("3.0", "IV0"), ("3.0", "IV1"), ("3.1", "IV0"), ("3.2", "IV0"), ("3.3", "IV0"),
+    ("3.3", "IV1"), ("3.3", "IV2"), ("3.3", "IV3"), ("3.4", "IV0"), ("3.5", "IV0"), ("3.5", "IV1"),
+    ("3.5", "IV2"), ("3.6", "IV0"), ("3.6", "IV1"), ("3.6", "IV2"), ("3.7", "IV0"), ("3.7", "IV1"),
+    ("3.7", "IV2"), ("3.7", "IV3"), ("3.7", "IV4"), ("3.8", "IV0"), ("3.9", "IV0"),
+    ("4.0", "IV0"), ("4.0", "IV1"))
+_LATEST_PRODUCTION_INDEX = _METADATA_VERSIONS.index(("3.9", "IV0"))
+_IBP_VERSIONS: frozenset[str] = frozenset(
+    [f"{r}-{sub}" if sub else r for r, sub in _METADATA_VERSIONS]
+    + [r for r, _sub in _METADATA_VERSIONS[:_LATEST_PRODUCTION_INDEX + 1]])
+
+
+def is_valid_metadata_version(value: str) -> bool:
+    """MetadataVersion.fromVersionString: the first 3 dot-separated parts of a "0." version (2
+    otherwise) must name a known version, so "0.10.0.1" and "3.9.1" are accepted."""
+    parts = value.split(".")
+    segments = 3 if value.startswith("0.") else 2
+    key = value if segments >= len(parts) else ".".join(parts[:segments])
+    return key in _IBP_VERSIONS
+
+
+def message_format_version_warning(topic: str, value: str) -> str | None:
+    """LogConfig.MessageFormatVersion.topicWarningMessage, for a value Kafka warns about: one
+    naming a format before v2 (a version before 0.11.0), which a 3.x broker ignores."""
+    if not is_valid_metadata_version(value):
+        return None
+    parts = value.split(".")
+    if value.startswith("0.") and len(parts) >= 2 and parts[1].split("-")[0].isdigit() \
+            and int(parts[1].split("-")[0]) < 11:
+        return (f"Topic configuration message.format.version with value `{value}` is ignored for `{topic}` "
+                "because the inter-broker protocol version `3.9-IV0` is greater or equal than 3.0. This "
+                "configuration is deprecated and it will be removed in Apache Kafka 4.0.")
+    return None
 
 
 def _equals_ignore_case(a: str, b: str) -> bool:
@@ -173,6 +221,11 @@ def _parse_value(key: str, raw: str) -> object:
         else:
             raise _invalid(key, raw, "Expected value to be either true or false")
         return value
+    if kind == "STRING" and key == "message.format.version":
+        # MetadataVersionValidator
+        if not is_valid_metadata_version(trimmed):
+            raise _invalid(key, trimmed, f"Version {trimmed} is not a valid version")
+        return trimmed
     if kind == "STRING":
         if trimmed not in _ENUMS[key]:
             raise _invalid(key, trimmed, f"String must be one of: {', '.join(_ENUMS[key])}")

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.config.topic_config import (InvalidTopicConfigError, topic_log_config,
-                                           validate_topic_log_config)
+from kafkalite.config.topic_config import (InvalidTopicConfigError, message_format_version_warning,
+                                           topic_log_config, validate_topic_log_config)
 from kafkalite.controller.metadata_store import MetadataStore, PartitionState, TopicRecord, new_kafka_uuid
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
@@ -109,6 +109,7 @@ class LocalController:
                 self.store.create_topic(result.record)
                 self._publish(result.record)
                 log.info("created topic %s with %d partitions", t.name, result.record.num_partitions)
+                _warn_ignored_configs(t.name, result.record.configs)
             results.append(result)
         return results
 
@@ -210,6 +211,7 @@ class LocalController:
             self.store.update_topic_configs(name, overrides)
             self.replica_manager.update_log_config(name, cfg)
             log.info("updated configs of topic %s: %s", name, overrides)
+            _warn_ignored_configs(name, overrides)
         return ErrorCode.NONE, None
 
     # -- CreatePartitions ----------------------------------------------------------------------
@@ -266,3 +268,11 @@ class LocalController:
         self._publish(record, only=set(new_assignment))
         log.info("added partitions %d..%d to topic %s", old, count - 1, name)
         return ErrorCode.NONE, None
+
+
+def _warn_ignored_configs(topic: str, overrides: dict[str, str]) -> None:
+    """Kafka 3.x logs a warning for a message.format.version before 0.11, which it ignores."""
+    value = overrides.get("message.format.version")
+    warning = message_format_version_warning(topic, value) if value is not None else None
+    if warning is not None:
+        log.warning(warning)
