@@ -134,7 +134,8 @@ func run(ctx context.Context, line string) error {
 		if got := errorName(err); got != args[1] {
 			return fmt.Errorf("%s failed with %s (%v), expected %s", args[2], got, err, args[1])
 		}
-		emit(obj{"event": "expected_error", "cmd": strings.Join(args[2:], " "), "error": args[1]})
+		emit(obj{"event": "expected_error", "cmd": strings.Join(args[2:], " "), "error": args[1],
+			"message": err.Error()})
 		return nil
 	}
 	cmd, ok := commands()[args[0]]

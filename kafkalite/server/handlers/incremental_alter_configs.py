@@ -4,7 +4,13 @@ overrides, then the same validation and live effect as AlterConfigs.
 APPEND and SUBTRACT apply to LIST configs only (cleanup.policy, the throttled-replica lists);
 they start from the topic's override, or from the config's Kafka default when there is none
 (ConfigDef's default, not the broker's synonym, as in Kafka). The value is split at commas;
-APPEND adds the elements not yet present, SUBTRACT removes them.
+APPEND adds the elements not yet present, SUBTRACT removes them. Errors as a 3.9 ZooKeeper-mode
+broker's ZkAdminManager answers them (checked against Kafka 3.9.1 through franz-go's kadm): on
+another type INVALID_CONFIG "Config value append is not allowed for config key: k"; on a key
+LogConfig does not define UNKNOWN_SERVER_ERROR with no message (a Scala Map lookup's
+NoSuchElementException); a value ConfigDef refuses (a ConfigException, "Invalid value v for
+configuration k: ...") INVALID_CONFIG prefixed "Invalid config value for resource
+ConfigResource(type=TOPIC, name='t'): ".
 
 BROKER resources (dynamic broker configs): the operations apply to the entity's stored dynamic
 configs as Kafka's ConfigAdminManager.prepareIncrementalConfigs does (APPEND/SUBTRACT on LIST
@@ -52,10 +58,12 @@ def apply_ops(current: dict[str, str], ops: list[tuple[str, int, Optional[str]]]
             props.pop(key, None)
         else:
             if key not in TOPIC_CONFIG_ATTRS:
-                raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+                # Kafka looks the key up in a Scala Map: NoSuchElementException, no message sent
+                raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
             if not is_list_config(key):
+                what = "append" if op == OP_APPEND else "subtract"
                 raise KafkaApiError(ErrorCode.INVALID_CONFIG,
-                                    f"Can't {OP_NAMES[op]} to key {key} because its type is not LIST.")
+                                    f"Config value {what} is not allowed for config key: {key}")
             old = _parts(props[key] if key in props else list_default(key))
             given = (value or "").split(",")
             if op == OP_APPEND:
@@ -107,6 +115,15 @@ def apply_broker_ops(current: dict[str, str], ops: list[tuple[str, int, Optional
     return props
 
 
+def topic_config_error_message(topic: str, code: ErrorCode, message: Optional[str]) -> Optional[str]:
+    """ZkAdminManager.incrementalAlterConfigs wraps a ConfigException (ConfigDef's "Invalid value v
+    for configuration k: reason", its fixed format) naming the resource; other refusals (unknown
+    names, LogConfig's cross-config checks) keep their own message."""
+    if code == ErrorCode.INVALID_CONFIG and message is not None and message.startswith("Invalid value "):
+        return f"Invalid config value for resource ConfigResource(type=TOPIC, name='{topic}'): {message}"
+    return message
+
+
 def make(services: BrokerServices) -> ApiSpec:
     controller = services.controller
     view = BrokerConfigView(services.config, services.dynamic_config)
@@ -120,7 +137,7 @@ def make(services: BrokerServices) -> ApiSpec:
                 raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
             code, message = controller.alter_topic_configs(name, apply_ops(record.configs, ops), validate_only)
             if code != ErrorCode.NONE:
-                raise KafkaApiError(code, message)
+                raise KafkaApiError(code, topic_config_error_message(name, code, message))
             return
         if resource_type == RESOURCE_BROKER:
             check_broker_resource(services, name)
