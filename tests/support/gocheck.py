@@ -40,8 +40,9 @@ def go_binary() -> str:
 
 def _go_env() -> dict[str, str]:
     # -mod=mod: resolve from go.mod/go.sum even if a vendor dir or workspace says otherwise;
+    # -buildvcs=false: no git stamping (a clone owned by another user would fail the build);
     # GOTOOLCHAIN=local: never try to download another toolchain (only the proxy is reachable).
-    return {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+    return {**os.environ, "GOFLAGS": "-mod=mod -buildvcs=false", "GOTOOLCHAIN": "local"}
 
 
 def _digest(go: str) -> str:
