@@ -921,8 +921,10 @@ class GroupCoordinator:
                 log.info("creating simple consumer group %s via manual offset commit", group_id)
                 group = self.groups[group_id] = GroupMetadata(group_id, EMPTY, self.time_ms())
             else:
-                # a member of a generation that no longer exists (OffsetCommit v9+ says so directly)
-                return all_(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+                # a member of a generation that no longer exists: ILLEGAL_GENERATION as Kafka 3.9's
+                # GroupCoordinator answers at every version it serves; v10 exists only in Kafka 4,
+                # whose coordinator says GROUP_ID_NOT_FOUND
+                return all_(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 10 else ErrorCode.ILLEGAL_GENERATION)
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if error is not None:
             return all_(error)

@@ -4,8 +4,8 @@ key (v0-3) or a batch of keys (v4+).
 
 As Kafka (ZooKeeper mode) does, the first request finding no `__consumer_offsets` /
 `__transaction_state` topic creates it and answers COORDINATOR_NOT_AVAILABLE; the client retries.
-Other key types (share groups, v6) are refused with INVALID_REQUEST: this broker has no share
-coordinator.
+The share key type (v6) is COORDINATOR_NOT_AVAILABLE, as in Kafka 3.9, which has no share
+coordinator either; below v6 it and any other key type are INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ MIN_BATCHED_VERSION = 4
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+FIRST_SHARE_VERSION = 6
 
 NO_NODE = (-1, "", -1)
 
@@ -81,6 +83,9 @@ def make(services: BrokerServices) -> ApiSpec:
     def find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
         if key_type == KEY_TYPE_TRANSACTION:
             return find_transaction(ctx, key)
+        if key_type == KEY_TYPE_SHARE and ctx.api_version >= FIRST_SHARE_VERSION:
+            # Kafka 3.9 knows the key type but has no share coordinator yet (KIP-932)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
         if key_type != KEY_TYPE_GROUP:
             return ErrorCode.INVALID_REQUEST, NO_NODE
         if cache.topic(GROUP_METADATA_TOPIC_NAME) is None:
@@ -107,8 +112,9 @@ def make(services: BrokerServices) -> ApiSpec:
         coordinators = []
         for key in req.coordinator_keys:
             error, (node_id, host, port) = find(ctx, key_type, key)
+            # Kafka sets no message per coordinator: the schema's default, ""
             coordinators.append(C(key=key, node_id=node_id, host=host, port=port, error_code=error,
-                                  error_message=None))
+                                  error_message=""))
         return Resp(throttle_time_ms=0, coordinators=coordinators)
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
