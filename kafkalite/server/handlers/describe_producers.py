@@ -22,6 +22,8 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 from kafkalite.server.topic_validation import topic_name_error
 
+UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
+
 API_KEY = 61
 MIN_VERSION, MAX_VERSION = 0, 0
 
@@ -45,7 +47,8 @@ def make(services: BrokerServices) -> ApiSpec:
             if invalid is not None:
                 topic_error = (ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
             elif not cache.contains(t.name):
-                topic_error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                # a topic-level ApiError: Kafka sends the error's default message along
+                topic_error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION_MESSAGE)
             parts = []
             for index in t.partition_indexes:
                 if topic_error is not None:

@@ -24,6 +24,13 @@ def make(services: BrokerServices) -> ApiSpec:
         states = []
         for txn_id in req.transactional_ids or ():
             d = services.transaction_coordinator.handle_describe_transactions(txn_id)
+            if d.error_code != 0:
+                # Kafka sets only the error on a fresh TransactionState: every other field keeps
+                # its schema default (0, "", no topics)
+                states.append(State(error_code=d.error_code, transactional_id=txn_id, transaction_state="",
+                                    transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0,
+                                    producer_epoch=0, topics=[]))
+                continue
             states.append(State(error_code=d.error_code, transactional_id=txn_id, transaction_state=d.state_name,
                                 transaction_timeout_ms=d.timeout_ms, transaction_start_time_ms=d.start_time_ms,
                                 producer_id=d.producer_id, producer_epoch=d.producer_epoch,
