@@ -36,6 +36,9 @@ GLOBAL_ALLOWED: dict[str, str] = {
 UNORDERED: dict[str, str] = {
     "topics[*].configs": "name",      # CreateTopics: LogConfig's HashMap order
     "results[*].configs": "name",     # DescribeConfigs: the same
+    # AddPartitionsToTxn: results collected in a HashMap[TopicPartition, Errors]
+    "results_by_topic_v3_and_below[*].results_by_partition": "partition_index",
+    "results_by_transaction[*].topic_results[*].results_by_partition": "partition_index",
 }
 
 
