@@ -115,6 +115,19 @@ def test_installed_without_test_extras(venv_python: Path, tmp_path: Path) -> Non
     assert schemas == "['TransactionLogKey.json', 'TransactionLogValue.json']"
 
 
+def test_every_data_file_is_installed(venv_python: Path, tmp_path: Path) -> None:
+    """Every non-Python file of the package in this checkout (schemas, server.properties) is in
+    the installed package: a data file missing from [tool.setuptools.package-data] fails here,
+    not at a user's start-up."""
+    code = "import kafkalite, os; print(os.path.dirname(kafkalite.__file__))"
+    installed = Path(_run([str(venv_python), "-I", "-c", code], cwd=tmp_path).strip())
+    source = REPO / "kafkalite"
+    data_files = sorted(str(p.relative_to(source)) for p in source.rglob("*")
+                        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts)
+    assert "coordinator/transaction/schemas/TransactionLogKey.json" in data_files
+    assert [f for f in data_files if not (installed / f).is_file()] == []
+
+
 def test_broker_serves_transactions_and_groups(broker: VenvBroker) -> None:
     """The coordinators read their JSON schemas at start-up and on every write: an installed
     broker (which used to fail start-up on the missing transaction schemas) initialises a
