@@ -124,11 +124,16 @@ class Partition:
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log.log_end_offset)
 
     # -- produce -----------------------------------------------------------------------------
+    def effective_min_isr(self) -> int:
+        """Kafka's Partition.effectiveMinIsr: min.insync.replicas capped at the replica count, so
+        a topic with fewer replicas than its min.insync.replicas still takes acks=all writes."""
+        return min(self.log.config.min_insync_replicas, len(self.replicas))
+
     def append_records_to_leader(self, records: bytes | memoryview, required_acks: int, now_ms: int,
                                  origin: str = ORIGIN_CLIENT):
         if not self.is_leader:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        min_isr = self.log.config.min_insync_replicas
+        min_isr = self.effective_min_isr()
         if required_acks == -1 and len(self.isr) < min_isr:
             raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                 f"The size of the current ISR {sorted(self.isr)} is insufficient "
@@ -142,7 +147,7 @@ class Partition:
         if not self.is_leader:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset:
-            if len(self.isr) < self.log.config.min_insync_replicas:
+            if len(self.isr) < self.effective_min_isr():
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return True, ErrorCode.NONE
         return False, ErrorCode.NONE

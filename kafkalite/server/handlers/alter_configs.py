@@ -83,6 +83,9 @@ def make(services: BrokerServices) -> ApiSpec:
         if resource_type == RESOURCE_TOPIC:
             code, message = controller.alter_topic_configs(name, configs, validate_only)
             if code != ErrorCode.NONE:
+                if message is not None and message.startswith("Invalid value "):
+                    # ZkAdminManager wraps a value's ConfigException naming the resource
+                    message = f"Invalid config value for resource ConfigResource(type=TOPIC, name='{name}'): {message}"
                 raise KafkaApiError(code, message)
             return
         if resource_type == RESOURCE_BROKER:

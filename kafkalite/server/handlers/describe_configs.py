@@ -66,7 +66,8 @@ def make(services: BrokerServices) -> ApiSpec:
                 raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
             record = controller.topic_record(name) if cache.contains(name) else None
             if record is None:
-                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                # ConfigHelper sets only the code: the message keeps the schema default, ""
+                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
             return view.topic_entries(controller.log_config_for(record), record.configs, keys)
         if resource_type == RESOURCE_BROKER:
             if not name:
