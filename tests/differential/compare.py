@@ -39,6 +39,9 @@ UNORDERED: dict[str, str] = {
     # AddPartitionsToTxn: results collected in a HashMap[TopicPartition, Errors]
     "results_by_topic_v3_and_below[*].results_by_partition": "partition_index",
     "results_by_transaction[*].topic_results[*].results_by_partition": "partition_index",
+    # DescribeLogDirs: partitions grouped from a HashMap
+    "results[*].topics": "name",
+    "results[*].topics[*].partitions": "partition_index",
 }
 
 

@@ -123,6 +123,8 @@ CASES = [
     Case("produce_v9_acks_2", PRODUCE, 9, _produce(BATCH, 9, acks=2), setup=TOPIC),
     Case("produce_v9_acks_0", PRODUCE, 9, _produce(BATCH, 9, acks=0), setup=TOPIC, then=[_fetch_step()]),
     Case("produce_v9_acks_1", PRODUCE, 9, _produce(BATCH, 9, acks=1), setup=TOPIC),
+    Case("produce_v9_not_enough_replicas", PRODUCE, 9, _produce(BATCH, 9),
+         setup=create_topic(configs={"min.insync.replicas": "2"})),
     Case("produce_v9_transactional_id_without_transaction", PRODUCE, 9,
          _produce(BATCH, 9, transactional_id="{txn}"), setup=TOPIC),
     Case("produce_v9_internal_topic", PRODUCE, 9, _produce(BATCH, 9, topic="__consumer_offsets"),

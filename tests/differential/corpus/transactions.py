@@ -147,7 +147,9 @@ CASES = [
                                 "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
                                 "last_fetched_epoch": -1, "log_start_offset": -1,
                                 "partition_max_bytes": 1 << 20}]}],
-                            "forgotten_topics_data": [], "rack_id": ""})]),
+                            "forgotten_topics_data": [], "rack_id": ""},
+                    # EndTxn is answered before the markers are written: wait for the abort marker
+                    until=lambda r: r["responses"][0]["partitions"][0]["last_stable_offset"] == 2)]),
     Case("end_txn_v3_no_partitions", END_TXN, 3, _end(), setup=[*create_topic(), *TXN_READY]),
     Case("end_txn_v3_wrong_producer_id", END_TXN, 3, _end(producer_id=4242), setup=WITH_DATA),
     Case("end_txn_v3_unknown_transactional_id", END_TXN, 3,
