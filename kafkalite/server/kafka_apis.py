@@ -36,6 +36,20 @@ def _encode(response: Any, api_version: int, correlation_id: int) -> Optional[by
     return response.encode(header=True, framed=True)
 
 
+def decode_body(request_class: Any, body: memoryview, version: int) -> Any:
+    """The request body at `version`. A field declared longer than what is left of the frame (a
+    string, bytes or array count running past its end) fails here, as Kafka's parser fails on
+    it: kafka-python's decoder slices leniently and would hand back a shortened value. Bytes left
+    over after the body are ignored, as Kafka does."""
+    flexible = request_class.flexible_version_q(version)
+    decode = request_class._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                                        data_class=request_class[None])
+    request, end = decode(body, 0)
+    if end > len(body):
+        raise ValueError(f"the body runs {end - len(body)} bytes past the end of the frame")
+    return request
+
+
 class KafkaApis:
     def __init__(self, specs: list[ApiSpec]) -> None:
         self.specs: dict[int, ApiSpec] = {s.api_key: s for s in specs}
@@ -60,7 +74,7 @@ class KafkaApis:
             raise CloseConnection(f"unsupported version {api_version} of api {msgs.name}")
         try:
             header, body_pos = decode_request_header(frame, msgs.request.flexible_version_q(api_version))
-            request = msgs.request.decode(frame[body_pos:], version=api_version)
+            request = decode_body(msgs.request, frame[body_pos:], api_version)
         except Exception as e:  # the codec raises assorted errors on garbage
             raise CloseConnection(f"malformed {msgs.name} v{api_version} request: {e!r}") from None
         try:

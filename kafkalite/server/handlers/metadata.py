@@ -8,6 +8,7 @@ from typing import Optional
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from kafkalite.controller.local_controller import NewTopic
+from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -23,6 +24,7 @@ TOPIC_AUTHORIZED_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 CLUSTER_AUTHORIZED_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 AUTHORIZED_OPERATIONS_OMITTED = None
 ZERO_UUID = uuid.UUID(int=0)
+FIRST_NULLABLE_NAME_VERSION = 10
 
 
 def make(services: BrokerServices) -> ApiSpec:
@@ -51,6 +53,9 @@ def make(services: BrokerServices) -> ApiSpec:
         allow_auto_create = (req.allow_auto_topic_creation if v >= 4 else True) and \
             services.config.auto_create_topics_enable
         topics = []
+        if v < FIRST_NULLABLE_NAME_VERSION and any(t.name is None for t in req.topics or ()):
+            # the schema forbids a null name before v10: Kafka's parser refuses the request
+            raise CloseConnection(f"Metadata v{v}: null topic name")
         if req.topics is None or (v == 0 and len(req.topics) == 0):
             topics = [topic_metadata(Resp, n, None, include_ops) for n in cache.topic_names()]
         else:
