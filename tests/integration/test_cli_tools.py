@@ -640,10 +640,30 @@ def test_configs_brokers(bs: str, admin: KafkaAdminClient) -> None:
     assert "  num.partitions=1 sensitive=false synonyms={STATIC_BROKER_CONFIG:num.partitions=1, " \
            "DEFAULT_CONFIG:num.partitions=1}" in lines
 
+    # static broker configs are refused; dynamic ones are set per broker or cluster-wide, then deleted
     for who in (["--entity-name", "0"], ["--entity-default"]):
         assert run_tool(bs, "configs", "--entity-type", "brokers", *who, "--alter",
-                        "--add-config", "log.retention.ms=1000") == \
-            Run(1, "", "kafkalite configs: cannot update these configs dynamically: Set(log.retention.ms)\n")
+                        "--add-config", "log.retention.hours=1") == \
+            Run(1, "", "kafkalite configs: cannot update these configs dynamically: Set(log.retention.hours)\n")
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-default", "--alter",
+                    "--add-config", "log.cleaner.backoff.ms=20000") == \
+        Run(0, "Completed updating default config for brokers in the cluster.\n", "")
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-name", "0", "--alter",
+                    "--add-config", "log.cleaner.backoff.ms=30000") == \
+        Run(0, "Completed updating config for broker 0.\n", "")
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-name", "0", "--describe") == \
+        Run(0, "Dynamic configs for broker 0 are:\n"
+               "  log.cleaner.backoff.ms=30000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms=30000, "
+               "DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=20000, DEFAULT_CONFIG:log.cleaner.backoff.ms=15000}\n", "")
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-default", "--describe") == \
+        Run(0, "Default configs for brokers in the cluster are:\n"
+               "  log.cleaner.backoff.ms=20000 sensitive=false "
+               "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=20000}\n", "")
+    for who in (["--entity-name", "0"], ["--entity-default"]):
+        assert run_tool(bs, "configs", "--entity-type", "brokers", *who, "--alter",
+                        "--delete-config", "log.cleaner.backoff.ms").rc == 0
+    assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-name", "0", "--describe") == \
+        Run(0, "Dynamic configs for broker 0 are:\n", "")
     assert run_tool(bs, "configs", "--entity-type", "brokers", "--entity-name", "7", "--describe") == \
         Run(1, "", "kafkalite configs: broker 7 does not exist\n")
 

@@ -213,3 +213,24 @@ def test_refusals_kafka_python_and_confluent(broker_factory) -> None:
     cadmin.incremental_alter_configs([ok])[ok].result(15)
     got = cadmin.describe_configs([CR("BROKER", "0")])[CR("BROKER", "0")].result(15)["log.cleanup.policy"]
     assert (got.value, got.source, got.is_read_only) == ("delete,compact", DYNAMIC_BROKER, False)
+
+
+def test_transaction_verification_switched_off_without_restart(broker_factory, topic_name: str) -> None:
+    """transaction.partition.verification.enable is read per request: refused before the dynamic
+    change, appended after it (Kafka's DynamicProducerStateManagerConfig)."""
+    from tests.integration.test_txn_coordinator import add_partitions, ensure_txn_topic, init_ok
+    from tests.integration.test_txn_verification import (INVALID_TXN_STATE, NOT_ADDED, OVERRIDES, new_txn_id,
+                                                         produce, txn_batch)
+    from tests.integration.util import RawClient, create_topic
+
+    b = broker_factory(OVERRIDES)
+    create_topic(b.bootstrap_servers, topic_name, num_partitions=2)
+    with RawClient(b.bootstrap_servers) as c:
+        ensure_txn_topic(c)
+        txn = new_txn_id()
+        pid, epoch = init_ok(c, txn)
+        assert add_partitions(c, txn, pid, epoch, {topic_name: [0]}) == {(topic_name, 0): 0}
+        batch = txn_batch(pid, epoch, 0)
+        assert produce(c, 9, txn, {(topic_name, 1): batch}) == {(topic_name, 1): (INVALID_TXN_STATE, -1, NOT_ADDED)}
+        assert incremental_raw(b, "0", "transaction.partition.verification.enable", "false") == (0, None)
+        assert produce(c, 9, txn, {(topic_name, 1): batch}) == {(topic_name, 1): (0, 0, None)}

@@ -111,7 +111,7 @@ def first_batch_is_transactional(records: Optional[bytes]) -> bool:
 def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
     replica_manager = services.replica_manager
-    verifier = TransactionVerifier(services.config, replica_manager, services.transaction_coordinator, cache)
+    verifier = TransactionVerifier(services.live_config, replica_manager, services.transaction_coordinator, cache)
 
     async def verify_transaction(v: int, transactional_id: Optional[str], entries: dict[TopicPartition, bytes],
                                  fail: Callable[[TopicPartition, ProducePartitionResult], None]) -> None:
