@@ -16,7 +16,7 @@ from kafkalite.server.services import BrokerServices
 from kafkalite.server.handlers.metadata import ZERO_UUID
 
 API_KEY = 19
-MIN_VERSION, MAX_VERSION = 2, 7
+MIN_VERSION, MAX_VERSION = 0, 7
 
 
 

@@ -13,7 +13,7 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
 API_KEY = 20
-MIN_VERSION, MAX_VERSION = 1, 6
+MIN_VERSION, MAX_VERSION = 0, 6
 
 
 def _requested(req: DeleteTopicsRequest, v: int) -> list[tuple[Optional[str], uuid.UUID]]:

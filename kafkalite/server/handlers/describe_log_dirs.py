@@ -18,7 +18,7 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
 API_KEY = 35
-MIN_VERSION, MAX_VERSION = 1, 5
+MIN_VERSION, MAX_VERSION = 0, 5
 
 
 def volume_bytes(directory: Path) -> tuple[int, int]:

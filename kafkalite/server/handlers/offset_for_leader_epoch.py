@@ -11,7 +11,7 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
 API_KEY = 23
-MIN_VERSION, MAX_VERSION = 2, 4
+MIN_VERSION, MAX_VERSION = 0, 4
 
 
 def make(services: BrokerServices) -> ApiSpec:

@@ -100,7 +100,7 @@ CASES = [
 ] + [
     Case(f"describe_log_dirs_v{v}", DESCRIBE_LOG_DIRS, v,
          {"topics": [{"topic": "{topic}", "partitions": [0, 1, 7]}]},
-         setup=[*create_topic(partitions=2), produce(partition=1)], allow=LOG_DIRS) for v in range(1, 5)
+         setup=[*create_topic(partitions=2), produce(partition=1)], allow=LOG_DIRS) for v in range(0, 5)
 ] + [
     Case("describe_log_dirs_v4_unknown_topic", DESCRIBE_LOG_DIRS, 4,
          {"topics": [{"topic": "{topic2}", "partitions": [0]}]}, allow=LOG_DIRS),

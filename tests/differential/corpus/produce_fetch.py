@@ -103,7 +103,10 @@ CASES = [
     for v in (8, 9)
 ] + [
     Case(f"offset_for_leader_epoch_v{v}", OFFSET_FOR_LEADER_EPOCH, v, _leader_epoch(0),
-         setup=TOPIC_WITH_DATA) for v in range(2, 5)
+         setup=TOPIC_WITH_DATA) for v in range(0, 5)
+] + [
+    Case(f"offset_for_leader_epoch_v{v}_unknown_partition", OFFSET_FOR_LEADER_EPOCH, v,
+         _leader_epoch(0, partition=4), setup=TOPIC) for v in (0, 1)
 ] + [
     # --- produce: refusals and hostile batches -----------------------------------------------
     Case("produce_v9_unknown_topic", PRODUCE, 9, _produce(BATCH, 9, topic="{topic2}"), setup=TOPIC),

@@ -44,7 +44,10 @@ def _delete_records(offset: int, partition: int = 0, name: str = "{topic}") -> d
 
 CASES = [
     Case(f"create_topics_v{v}", CREATE_TOPICS, v, _create(_topic(partitions=3)), allow=CONFIG_DOCS)
-    for v in range(2, 8)
+    for v in range(0, 8)
+] + [
+    Case("create_topics_v1_validate_only", CREATE_TOPICS, 1, _create(_topic(), validate_only=True)),
+    Case("create_topics_v0_invalid_config_value", CREATE_TOPICS, 0, _create(_topic(configs={"retention.ms": "x"}))),
 ] + [
     Case(f"create_topics_v{v}_already_exists", CREATE_TOPICS, v, _create(_topic()), setup=create_topic())
     for v in (2, 5, 7)
@@ -76,9 +79,9 @@ CASES = [
          allow=CONFIG_DOCS),
 ] + [
     Case(f"delete_topics_v{v}", DELETE_TOPICS, v, _delete(v, "{topic}"), setup=create_topic())
-    for v in range(1, 7)
+    for v in range(0, 7)
 ] + [
-    Case(f"delete_topics_v{v}_unknown", DELETE_TOPICS, v, _delete(v, "{topic}")) for v in (1, 5, 6)
+    Case(f"delete_topics_v{v}_unknown", DELETE_TOPICS, v, _delete(v, "{topic}")) for v in (0, 1, 5, 6)
 ] + [
     Case("delete_topics_v6_by_id", DELETE_TOPICS, 6, _delete(6, ids=(Var("topic_id"),)), setup=create_topic()),
     Case("delete_topics_v6_unknown_id", DELETE_TOPICS, 6, _delete(6, ids=(UNKNOWN_ID,))),
