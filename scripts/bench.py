@@ -596,7 +596,7 @@ def measure_consume(bootstrap: str, topic: str, produced: int, value: bytes,
                 if m.error():
                     raise BenchError(f"consume error: {m.error()}")
                 v = m.value()
-                # Every value is checked byte for byte (a memcmp, same cost on both targets):
+                # Every value is checked byte for byte (a memcmp, same cost on every target):
                 # a throughput of wrong data would be no throughput.
                 if v != value:
                     raise BenchError(f"consume: message at {m.partition()}/{m.offset()} has "
@@ -754,7 +754,7 @@ def measure_mock_start() -> float:
 
 @dataclass
 class GroupSettings:
-    """Client settings shared by every group member of both targets."""
+    """Client settings shared by every group member of every target."""
     session_timeout_ms: int
     heartbeat_interval_ms: int
     trickle_ms: float  # one message into every partition this often
