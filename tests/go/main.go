@@ -105,6 +105,13 @@ func commands() map[string]command {
 		"describe-group":    describeGroup,    // GROUP
 		"list-groups":       listGroups,       //
 		"group-offsets":     groupOffsets,     // GROUP
+		// admin_more.go
+		"describe-txn":       describeTxn,       // TRANSACTIONAL_ID
+		"list-txns":          listTxns,          //
+		"describe-producers": describeProducers, // TOPIC
+		"commit-offsets":     commitOffsets,     // GROUP TOPIC PARTITION=OFFSET[,...]
+		"delete-offsets":     deleteOffsets,     // GROUP TOPIC
+		"delete-group":       deleteGroup,       // GROUP
 		// producer and consumer (kgo), records.go
 		"produce": produce, // TOPIC N COMPRESSION ACKS BASE_TS
 		"consume": consume, // TOPIC N TIMEOUT_MS ISOLATION

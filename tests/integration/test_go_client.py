@@ -381,3 +381,66 @@ def test_group_transact_session_exactly_once(gocheck: GoCheck, target: Target) -
     assert offsets["offsets"] == {f"{src}-{p}": len(layout[p]) for p in range(NUM_PARTITIONS)}
     (described,) = run.of("group_described")
     assert described["description"]["state"] == "Empty"
+
+
+def test_admin_transactions_producers_and_group_offsets(gocheck: GoCheck, target: Target) -> None:
+    """kadm's DescribeTransactions, ListTransactions, DescribeProducers, OffsetCommit by an admin
+    (no member), OffsetDelete and DeleteGroups."""
+    t, tid, group = unique("go-adm2"), unique("go-adm2-tid"), unique("go-adm2-group")
+    n = 6
+    per_partition = Counter(java_partition(f"k-{i}") for i in range(n))
+    run = ok(gocheck.run(
+        target.bootstrap_servers,
+        f"create-topic {t} {NUM_PARTITIONS}",
+        f"txn {t} {tid} {n} x commit",
+        # read_committed sees the records once the COMMIT markers are written: the coordinator
+        # has then completed the transaction (Kafka answers EndTxn before writing markers).
+        f"consume {t} {n} 20000 read_committed",
+        f"describe-txn {tid}",
+        "list-txns",
+        f"describe-producers {t}",
+        f"expect-error TRANSACTIONAL_ID_NOT_FOUND describe-txn {tid}-missing",
+        f"commit-offsets {group} {t} 0=1,1=2,2=3",
+        f"group-offsets {group}",
+        f"describe-group {group}",
+        "list-groups",
+        f"delete-offsets {group} {t}",
+        f"group-offsets {group}",
+        f"commit-offsets {group} {t} 0=4",
+        f"delete-group {group}",
+        f"expect-error GROUP_ID_NOT_FOUND delete-group {group}",
+        "list-groups",
+        f"group-offsets {group}",
+    ))
+    ((pid, epoch),) = {(e["producerId"], e["producerEpoch"]) for e in run.of("txn_sent")}
+    (described,) = run.of("txn_described")
+    assert described == {
+        "event": "txn_described", "transactionalId": tid, "state": "CompleteCommit",
+        "producerId": pid, "producerEpoch": epoch, "timeoutMs": 40000,  # kgo's default timeout
+        "started": True, "coordinator": target.broker_id, "topics": {}}
+    (listed,) = run.of("txns")
+    assert [x for x in listed["transactions"] if x["transactionalId"] == tid] == [
+        {"transactionalId": tid, "producerId": pid, "state": "CompleteCommit",
+         "coordinator": target.broker_id}]
+    (producers,) = run.of("producers")
+    # One producer per partition it wrote to: sequences 0..c-1, the transaction complete.
+    assert producers["partitions"] == {
+        str(p): ([{"producerId": pid, "producerEpoch": epoch, "lastSequence": per_partition[p] - 1,
+                   "coordinatorEpoch": 0, "currentTxnStartOffset": -1}] if per_partition[p] else [])
+        for p in range(NUM_PARTITIONS)}
+
+    committed, after_delete, after_group_delete = run.of("group_offsets")
+    assert committed["offsets"] == {f"{t}-0": 1, f"{t}-1": 2, f"{t}-2": 3}
+    assert after_delete["offsets"] == {} and after_group_delete["offsets"] == {}
+    (deleted,) = run.of("offsets_deleted")
+    assert deleted["errors"] == {str(p): None for p in range(NUM_PARTITIONS)}
+    (d,) = run.of("group_described")
+    # A group known only from admin commits: Empty, no protocol type.
+    assert d["description"] == {"state": "Empty", "protocolType": "", "protocol": "", "members": [],
+                                "coordinator": target.broker_id, "error": None}
+    before, after = run.of("groups")
+    assert [x for x in before["groups"] if x["group"] == group] == [
+        {"group": group, "protocolType": "", "state": "Empty", "coordinator": target.broker_id}]
+    assert [x for x in after["groups"] if x["group"] == group] == []
+    assert [e["error"] for e in run.of("expected_error")] == ["TRANSACTIONAL_ID_NOT_FOUND",
+                                                             "GROUP_ID_NOT_FOUND"]
