@@ -234,3 +234,26 @@ def test_transaction_verification_switched_off_without_restart(broker_factory, t
         assert produce(c, 9, txn, {(topic_name, 1): batch}) == {(topic_name, 1): (INVALID_TXN_STATE, -1, NOT_ADDED)}
         assert incremental_raw(b, "0", "transaction.partition.verification.enable", "false") == (0, None)
         assert produce(c, 9, txn, {(topic_name, 1): batch}) == {(topic_name, 1): (0, 0, None)}
+
+
+def test_log_cleaner_backoff_takes_effect(broker_factory, topic_name: str) -> None:
+    """A cleaner idling on a 10-minute log.cleaner.backoff.ms compacts at once after a dynamic
+    change to 100 ms (Kafka restarts its cleaner threads with the new CleanerConfig)."""
+    from tests.integration.test_compaction import cleaner_checkpoint, fetch_everything, topic_configs
+    from tests.integration.util import RawClient, Rec, build_batch, create_topic
+
+    b = broker_factory({"log.cleaner.backoff.ms": "600000", "log.cleaner.dedupe.buffer.size": str(4 << 20)})
+    create_topic(b.bootstrap_servers, topic_name, configs=topic_configs(segment_bytes=1000))
+    with RawClient(b.bootstrap_servers) as c:
+        for i in range(60):          # 10 keys, 6 versions each, over many small segments
+            assert c.produce(topic_name, 0, build_batch([Rec(f"k{i % 10}".encode(), f"v{i}".encode())])).error_code == 0
+    time.sleep(1.0)
+    assert cleaner_checkpoint(b.log_dir, topic_name) is None             # asleep: nothing cleaned
+    assert len(fetch_everything(b.bootstrap_servers, topic_name)) == 60
+    assert incremental_raw(b, "0", "log.cleaner.backoff.ms", "100") == (0, None)
+    wait_until(lambda: cleaner_checkpoint(b.log_dir, topic_name), what="the cleaner to run")
+    records = fetch_everything(b.bootstrap_servers, topic_name)
+    assert len(records) < 60
+    # the latest value of every key survives
+    latest = {k: v for _o, k, v in records}
+    assert latest == {f"k{i}".encode(): f"v{50 + i}".encode() for i in range(10)}
