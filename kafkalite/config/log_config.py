@@ -56,6 +56,13 @@ class LogConfig:
     remote_storage_enable: bool = False                # remote.storage.enable
     local_retention_ms: int = -2                       # local.retention.ms
     local_retention_bytes: int = -2                    # local.retention.bytes
+    # tiered storage switches (Kafka 3.9): stored and shown, nothing is ever copied to remote storage
+    remote_log_copy_disable: bool = False              # remote.log.copy.disable
+    remote_log_delete_on_disable: bool = False         # remote.log.delete.on.disable
+    # codec levels (KIP-390): stored and shown with Kafka's defaults and ranges
+    compression_gzip_level: int = -1                   # compression.gzip.level
+    compression_lz4_level: int = 9                     # compression.lz4.level
+    compression_zstd_level: int = 3                    # compression.zstd.level
 
     @property
     def effective_timestamp_before_max_ms(self) -> int:
@@ -119,4 +126,9 @@ TOPIC_CONFIG_ATTRS: dict[str, str] = {
     "remote.storage.enable": "remote_storage_enable",
     "local.retention.ms": "local_retention_ms",
     "local.retention.bytes": "local_retention_bytes",
+    "remote.log.copy.disable": "remote_log_copy_disable",
+    "remote.log.delete.on.disable": "remote_log_delete_on_disable",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
 }

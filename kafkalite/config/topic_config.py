@@ -56,6 +56,11 @@ _TYPES: dict[str, str] = {
     "remote.storage.enable": "BOOLEAN",
     "local.retention.ms": "LONG",
     "local.retention.bytes": "LONG",
+    "remote.log.copy.disable": "BOOLEAN",
+    "remote.log.delete.on.disable": "BOOLEAN",
+    "compression.gzip.level": "INT",
+    "compression.lz4.level": "INT",
+    "compression.zstd.level": "INT",
 }
 # Range.atLeast validators; retention.bytes has none (any negative means unlimited).
 _MIN: dict[str, int] = {
@@ -78,7 +83,16 @@ _MIN: dict[str, int] = {
     "message.timestamp.difference.max.ms": 0,
     "local.retention.ms": -2,
     "local.retention.bytes": -2,
+    "compression.lz4.level": 1,
+    "compression.zstd.level": -131072,
 }
+# Range.between upper bounds (CompressionType's level validators)
+_MAX: dict[str, int] = {
+    "compression.lz4.level": 17,
+    "compression.zstd.level": 22,
+}
+# CompressionType.GZIP's level validator: Deflater.BEST_SPEED..BEST_COMPRESSION, or DEFAULT_COMPRESSION
+_GZIP_LEVELS = (1, 9, -1)
 _ENUMS: dict[str, tuple[str, ...]] = {
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
     "cleanup.policy": ("compact", "delete"),
@@ -148,6 +162,16 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
                              "is accepted.",
     "local.retention.ms": "Local retention time with tiered storage; -2 means retention.ms.",
     "local.retention.bytes": "Local retention size with tiered storage; -2 means retention.bytes.",
+    "remote.log.copy.disable": "Stops copying segments to tiered storage; only false is accepted, as by "
+                               "a ZooKeeper-mode Kafka broker.",
+    "remote.log.delete.on.disable": "Whether disabling tiered storage deletes the remote data; only false "
+                                    "is accepted, as by a ZooKeeper-mode Kafka broker.",
+    "compression.gzip.level": "gzip level (1-9, or -1 for the codec's default) for batches the broker "
+                              "compresses for this topic (stored and shown).",
+    "compression.lz4.level": "lz4 level (1-17) for batches the broker compresses for this topic (stored "
+                             "and shown).",
+    "compression.zstd.level": "zstd level (-131072 to 22) for batches the broker compresses for this "
+                              "topic (stored and shown).",
 }
 
 
@@ -258,9 +282,17 @@ def _parse_value(key: str, raw: str) -> object:
     if not _NUMBER.fullmatch(trimmed) or not lo_type <= int(trimmed) <= hi_type:
         raise _invalid(key, raw, f"Not a number of type {kind}")
     value = int(trimmed)
+    if key == "compression.gzip.level":
+        lo, hi, default = _GZIP_LEVELS
+        if value > hi or (value < lo and value != default):
+            raise _invalid(key, value, f"Value must be between {lo} and {hi} or equal to {default}")
+        return value
     lo = _MIN.get(key)
     if lo is not None and value < lo:
         raise _invalid(key, value, f"Value must be at least {lo}")
+    hi = _MAX.get(key)
+    if hi is not None and value > hi:
+        raise _invalid(key, value, f"Value must be no more than {hi}")
     return value
 
 
@@ -284,6 +316,12 @@ def topic_log_config(defaults: LogConfig, overrides: dict[str, str]) -> LogConfi
 
 def check_log_config(cfg: LogConfig) -> None:
     """LogConfig.validateValues and the tiered-storage checks on the merged config."""
+    if cfg.remote_log_delete_on_disable or cfg.remote_log_copy_disable:
+        # LogConfig.validateNoInvalidRemoteStorageConfigsInZK: a ZooKeeper-mode broker refuses both
+        raise InvalidTopicConfigError(
+            "remote.log.copy.disable",
+            "It is invalid to set `remote.log.delete.on.disable` or `remote.log.copy.disable` under "
+            "Zookeeper's mode.")
     if cfg.min_compaction_lag_ms > cfg.max_compaction_lag_ms:
         raise InvalidTopicConfigError(
             "min.compaction.lag.ms",

@@ -365,7 +365,7 @@ def test_describe_configs_each_version(client: RawClient, v: int) -> None:
         assert ret.documentation.startswith("How long a segment is kept")
     # without synonyms asked for, none are sent; every topic config is listed without keys
     r = _describe_topic(client, name, v, synonyms=False)
-    assert len(r.configs) == 31 and all(e.synonyms == [] for e in r.configs)
+    assert len(r.configs) == 36 and all(e.synonyms == [] for e in r.configs)
     if v >= 3:
         assert all(e.documentation is None for e in r.configs)
     assert _describe_topic(client, name + "-missing", v).error_code == 3      # UNKNOWN_TOPIC_OR_PARTITION
