@@ -33,16 +33,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> str:
+def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0,
+                     expect: Optional[str] = None) -> str:
+    """The answer to a four-letter word: read until the server closes, or until `expect` has
+    arrived (a ZooKeeper that is still starting answers `ruok` at once but closes the
+    connection only seconds later)."""
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(word.encode())
-        chunks = []
-        while True:
+        received = b""
+        while expect is None or expect.encode() not in received:
             data = s.recv(4096)
             if not data:
                 break
-            chunks.append(data)
-    return b"".join(chunks).decode(errors="replace")
+            received += data
+    return received.decode(errors="replace")
 
 
 class ZooKeeperServer:
@@ -104,7 +108,7 @@ class ZooKeeperServer:
             if self.proc.poll() is not None:
                 raise ZooKeeperError(f"ZooKeeper exited with {self.proc.returncode}:\n{self.logs()}")
             try:
-                if four_letter_word(self.host, self.port, "ruok", 1.0) == "imok" and \
+                if four_letter_word(self.host, self.port, "ruok", 1.0, expect="imok") == "imok" and \
                         "Mode: standalone" in four_letter_word(self.host, self.port, "srvr", 1.0):
                     return self
             except OSError:
