@@ -8,6 +8,7 @@ compression.type=producer) an append stays per batch and never decodes a record.
 from __future__ import annotations
 
 import struct
+import zlib
 from typing import Sequence
 
 from crc32c import crc32c
@@ -60,10 +61,22 @@ def check_timestamps(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]]
                                     record_errors=errors)
 
 
+_JAVA_GZIP_HEADER = bytes((0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF))   # no mtime, XFL 0, OS unknown
+
+
+def java_gzip(data: bytes, level: int) -> bytes:
+    """Java's GZIPOutputStream (JDK 16+) as Kafka's broker writes gzip: the same header bytes
+    (kafka-python's encoder stamps the current time, Python's gzip.compress OS 3), a raw
+    deflate stream at `level`, then CRC-32 and size, so the output is byte for byte Kafka's."""
+    deflater = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY)
+    body = deflater.compress(data) + deflater.flush()
+    return _JAVA_GZIP_HEADER + body + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
+
+
 def _encode(codec: int, data: bytes) -> bytes:
     from kafka import codec as kc
     if codec == COMPRESSION_GZIP:
-        return kc.gzip_encode(data, compresslevel=GZIP_DEFAULT_LEVEL)
+        return java_gzip(data, GZIP_DEFAULT_LEVEL)
     if codec == COMPRESSION_SNAPPY:
         return kc.snappy_encode(data)       # xerial framing, as Kafka's snappy-java streams
     if codec == COMPRESSION_LZ4:

@@ -233,7 +233,7 @@ def _raise_record_errors(errors: list[tuple[int, int, str]]) -> None:
 def convert_to_batch(records: bytes | memoryview, *, max_message_bytes: int, compacted: bool,
                      timestamp_type: int, before_max_ms: int, after_max_ms: int, target_codec: int | None,
                      now_ms: int) -> bytes:
-    """One CreateTime v2 batch at base offset 0 holding every record of a produced v0/v1 message
+    """One CreateTime v2 batch (or b"" when no message is whole) at base offset 0 holding every record of a produced v0/v1 message
     set, after Kafka's checks in Kafka's order (UnifiedLog.analyzeAndValidateRecords, then
     LogValidator): MESSAGE_TOO_LARGE per message, CORRUPT_MESSAGE for a bad CRC-32, INVALID_RECORD
     for more than one compressed wrapper or mixed magics, then each record.
@@ -260,7 +260,7 @@ def convert_to_batch(records: bytes | memoryview, *, max_message_bytes: int, com
             source_codec = message.codec
         messages.append(message)
     if not messages:
-        raise InvalidRecordError("Record batch has no batches at all")
+        return b""      # no whole message: nothing to append, no error (Kafka's validBytes == 0)
     if source_codec != COMPRESSION_NONE and len(messages) > 1:
         raise InvalidRecordError("Compressed outer record has more than one batch")
     first_magic = messages[0].magic

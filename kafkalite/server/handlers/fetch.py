@@ -47,26 +47,27 @@ def make(services: BrokerServices) -> ApiSpec:
     sessions = services.fetch_sessions
 
     def convert_for_old_fetcher(v: int, tp: TopicPartition, fetch_offset: int,
-                                r: FetchPartitionResult) -> FetchPartitionResult:
+                                r: FetchPartitionResult) -> tuple[FetchPartitionResult, bool]:
         """KafkaApis.maybeConvertFetchedData: a zstd topic is UNSUPPORTED_COMPRESSION_TYPE below
         v10; v0-3 get message format 0/1 (UNSUPPORTED_VERSION if message.downconversion.enable
-        is false), the error and offsets of the read kept."""
+        is false), the error and offsets of the read kept. The flag: the records are null, as in
+        Kafka's FetchResponse.partitionResponse for those refusals."""
         partition = replica_manager.get_partition(tp)
         if partition is None:
-            return r
+            return r, False
         config = partition.log.config
         if config.compression_type == "zstd":
-            return FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+            return FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, aborted_transactions=[]), True
         magic = down_conversion_magic(v)
         if magic is None:
-            return r
+            return r, False
         if not config.message_downconversion_enable:
-            return FetchPartitionResult(ErrorCode.UNSUPPORTED_VERSION)
+            return FetchPartitionResult(ErrorCode.UNSUPPORTED_VERSION, aborted_transactions=[]), True
         try:
             r.data_bytes = lazy_down_convert(r.records(), magic, fetch_offset)
         except UnsupportedCompressionTypeError:
-            return FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-        return r
+            return FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, aborted_transactions=[]), True
+        return r, False
 
     async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         v = ctx.api_version
@@ -126,9 +127,12 @@ def make(services: BrokerServices) -> ApiSpec:
             max_wait, req.min_bytes, req.max_bytes, req.isolation_level, to_read,
             min_one_message=v > LAST_HARD_MAX_BYTES_VERSION) if to_read else []
         by_key: dict[PartitionKey, FetchPartitionResult] = {k: r for k, (_tp, r) in zip(keys_read, results)}
+        null_records: set[PartitionKey] = set()
         if v < FIRST_ZSTD_VERSION:
             for (tp, info), k in zip(to_read, keys_read):
-                by_key[k] = convert_for_old_fetcher(v, tp, info.fetch_offset, by_key[k])
+                by_key[k], is_null = convert_for_old_fetcher(v, tp, info.fetch_offset, by_key[k])
+                if is_null:
+                    null_records.add(k)
         for k, code in errors.items():
             # KafkaApis' FetchResponse.partitionResponse: an empty (not null) aborted list
             by_key[k] = FetchPartitionResult(code, aborted_transactions=[])
@@ -177,7 +181,7 @@ def make(services: BrokerServices) -> ApiSpec:
                 aborted_transactions=None if r.aborted_transactions is None else [
                     P.AbortedTransaction(producer_id=pid, first_offset=first)
                     for pid, first in r.aborted_transactions],
-                preferred_read_replica=-1, records=r.records()))
+                preferred_read_replica=-1, records=None if cp.key in null_records else r.records()))
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
                     responses=topics)
 
