@@ -302,6 +302,34 @@ class ReplicaManager:
             return ListOffsetsPartitionResult(ErrorCode.NONE, -1, -1, -1)
         return ListOffsetsPartitionResult(ErrorCode.NONE, found[0], found[1], epoch)
 
+    def legacy_fetch_offsets_before(self, tp: TopicPartition, timestamp: int, max_num_offsets: int,
+                                    from_consumer: bool) -> list[int]:
+        """ListOffsets v0 (Kafka's Partition/UnifiedLog.legacyFetchOffsetsForTimestamp): segment
+        base offsets (at least the log start offset) paired with the segments' file mtimes, plus
+        the log end offset stamped now if the active segment holds data; the offsets of the
+        newest entry at or before `timestamp` (-1: the last, -2: the first) and older ones,
+        newest first, at most `max_num_offsets`. A consumer sees nothing above the high
+        watermark: the HW takes the place of larger offsets. Raises KafkaApiError."""
+        p = self.leader_partition(tp)
+        log = p.log
+        segments = log.segments
+        entries = [(max(s.base_offset, log.log_start_offset), s.last_modified_ms()) for s in segments]
+        if segments[-1].size > 0:
+            entries.append((log.log_end_offset, now_ms()))
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(entries) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = next((i for i in range(len(entries) - 1, -1, -1) if entries[i][1] <= timestamp), -1)
+        offsets = [entries[i][0] for i in range(start, max(start - max_num_offsets, -1), -1)]
+        hw = p.high_watermark
+        if from_consumer and any(o > hw for o in offsets):
+            # Scala's `hw +: allOffsets.dropWhile(_ > hw)`: offsets are newest first
+            above = next((i for i, o in enumerate(offsets) if o <= hw), len(offsets))
+            offsets = [hw] + offsets[above:]
+        return offsets
+
     # -- delete records ----------------------------------------------------------------------
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
         """DeleteRecords on the leader (Kafka's Partition.deleteRecordsOnLeader): move the log

@@ -84,7 +84,7 @@ RANGE_DIFFERENCES: dict[int, tuple[tuple[int, int], tuple[int, int], str]] = {
     # api key: (Kafka 3.9's range, kafkalite's range, why)
     0: ((0, 11), (0, 13), NEWER),
     1: ((0, 17), (0, 18), NEWER),
-    2: ((0, 9), (1, 10), NEWER + "; v0 not implemented yet"),
+    2: ((0, 9), (0, 10), NEWER),
     3: ((0, 12), (0, 13), NEWER),
     8: ((0, 9), (2, 10), NEWER + "; v0-1 not implemented yet"),
     9: ((0, 9), (1, 10), NEWER + "; v0 not implemented yet"),
@@ -93,7 +93,6 @@ RANGE_DIFFERENCES: dict[int, tuple[tuple[int, int], tuple[int, int], str]] = {
     25: ((0, 4), (0, 3), "v4 (TRANSACTION_ABORTABLE, KIP-890) not implemented"),
     26: ((0, 4), (0, 3), "v4 (TRANSACTION_ABORTABLE, KIP-890) not implemented"),
     28: ((0, 4), (0, 3), "v4 (TRANSACTION_ABORTABLE, KIP-890) not implemented"),
-    32: ((0, 4), (1, 4), "v0 not implemented yet"),
     35: ((0, 4), (0, 5), NEWER),
     60: ((0, 1), (0, 2), NEWER),
 }

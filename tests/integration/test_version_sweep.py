@@ -23,7 +23,7 @@ BASE_TS = (int(time.time()) - 3600) * 1000
 EXPECTED_RANGES = {
     0: (0, 13),    # Produce (v0-2: message formats 0/1, tests/integration/test_message_format.py)
     1: (0, 18),    # Fetch (v0-3: down-converted to message formats 0/1)
-    2: (1, 10),    # ListOffsets
+    2: (0, 10),    # ListOffsets
     3: (0, 13),    # Metadata
     18: (0, 4),    # ApiVersions
     19: (0, 7),    # CreateTopics
@@ -43,7 +43,7 @@ EXPECTED_RANGES = {
     42: (0, 2),    # DeleteGroups
     47: (0, 0),    # OffsetDelete
     # configs and admin
-    32: (1, 4),    # DescribeConfigs
+    32: (0, 4),    # DescribeConfigs
     33: (0, 2),    # AlterConfigs
     44: (0, 1),    # IncrementalAlterConfigs
     37: (0, 3),    # CreatePartitions
@@ -233,6 +233,16 @@ def test_list_offsets_each_version(client: RawClient, v: int) -> None:
                                                                    timestamp=ts)])]))
         return resp.topics[0].partitions[0]
 
+    if v == 0:   # old-style offsets: segment boundaries (one segment here) and the log end, newest first
+        def ask_v0(ts: int, max_num: int = 10):
+            p = client.request(ListOffsetsRequest[0](replica_id=-1, topics=[T(name=name, partitions=[
+                T.ListOffsetsPartition(partition_index=0, timestamp=ts, max_num_offsets=max_num)])]))
+            p = p.topics[0].partitions[0]
+            return p.error_code, list(p.old_style_offsets)
+
+        assert [ask_v0(-1), ask_v0(-1, 1), ask_v0(-2), ask_v0(1000), ask_v0(-3)] == \
+            [(0, [5, 0]), (0, [5]), (0, [0]), (0, []), (35, [])]
+        return
     assert (ask(-2).error_code, ask(-2).offset) == (0, 0)
     assert (ask(-1).error_code, ask(-1).offset) == (0, 5)
     p = ask(BASE_TS + 15)
@@ -356,10 +366,14 @@ def test_describe_configs_each_version(client: RawClient, v: int) -> None:
     got = {e.name: e for e in r.configs}
     assert sorted(got) == ["cleanup.policy", "retention.ms"]
     ret, cp = got["retention.ms"], got["cleanup.policy"]
-    assert (ret.value, ret.config_source, ret.read_only, ret.is_sensitive) == ("3600000", 1, False, False)
-    assert [(s.name, s.value, s.source) for s in ret.synonyms] == [("retention.ms", "3600000", 1)]
-    assert (cp.value, cp.config_source) == ("delete", 5)
-    assert [(s.name, s.value, s.source) for s in cp.synonyms] == [("log.cleanup.policy", "delete", 5)]
+    if v == 0:   # no sources or synonyms; IsDefault is never set by Kafka's ConfigHelper
+        assert [(e.value, e.is_default, e.read_only, e.synonyms) for e in (ret, cp)] == \
+            [("3600000", False, False, []), ("delete", False, False, [])]
+    else:
+        assert (ret.value, ret.config_source, ret.read_only, ret.is_sensitive) == ("3600000", 1, False, False)
+        assert [(s.name, s.value, s.source) for s in ret.synonyms] == [("retention.ms", "3600000", 1)]
+        assert (cp.value, cp.config_source) == ("delete", 5)
+        assert [(s.name, s.value, s.source) for s in cp.synonyms] == [("log.cleanup.policy", "delete", 5)]
     if v >= 3:
         assert (ret.config_type, cp.config_type) == (5, 7)          # LONG, LIST
         assert ret.documentation.startswith("How long a segment is kept")
@@ -380,8 +394,14 @@ def test_describe_configs_each_version(client: RawClient, v: int) -> None:
         include_synonyms=True, **kw))
     broker, default, other = resp.results
     (np_,) = broker.configs
-    assert (broker.error_code, np_.name, np_.value, np_.config_source, np_.read_only) == (0, "num.partitions", "3", 4, True)
-    assert [(s.name, s.value, s.source) for s in np_.synonyms] == [("num.partitions", "3", 4), ("num.partitions", "1", 5)]
+    if v == 0:
+        assert (broker.error_code, np_.name, np_.value, np_.is_default, np_.read_only, np_.synonyms) == \
+            (0, "num.partitions", "3", False, True, [])
+    else:
+        assert (broker.error_code, np_.name, np_.value, np_.config_source, np_.read_only) == \
+            (0, "num.partitions", "3", 4, True)
+        assert [(s.name, s.value, s.source) for s in np_.synonyms] == \
+            [("num.partitions", "3", 4), ("num.partitions", "1", 5)]
     assert (default.error_code, default.error_message, default.configs) == (0, "", [])   # no dynamic defaults set
     assert (other.error_code, other.error_message) == (42, "Unexpected broker id, expected 0 or empty string, "
                                                            "but received 7")

@@ -1,6 +1,7 @@
-"""DescribeConfigs (key 32), v1-4: topic and broker configs with Kafka's values, sources and
-synonyms (v1), documentation and config types (v3). Also the resource-type helpers the two
-AlterConfigs handlers share.
+"""DescribeConfigs (key 32), v0-4: topic and broker configs with Kafka's values, sources and
+synonyms (v1), documentation and config types (v3). v0 has neither sources nor synonyms; its
+IsDefault is false for every entry, as Kafka's ConfigHelper never sets it. Also the resource-type
+helpers the two AlterConfigs handlers share.
 
 Resource types kafkalite describes: TOPIC (every topic config, effective value, override or broker
 default) and BROKER (name "": the dynamic cluster-wide defaults that are set; name = this broker's
@@ -23,7 +24,7 @@ from kafkalite.server.services import BrokerServices
 from kafkalite.server.topic_validation import topic_name_error
 
 API_KEY = 32
-MIN_VERSION, MAX_VERSION = 1, 4
+MIN_VERSION, MAX_VERSION = 0, 4
 
 # ConfigResource.Type
 RESOURCE_TOPIC = 2

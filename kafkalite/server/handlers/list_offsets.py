@@ -1,12 +1,14 @@
 """ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3, v7+), earliest local
-(-4, v8+), latest tiered (-5, v9+), or the first offset at/after a timestamp."""
+(-4, v8+), latest tiered (-5, v9+), or the first offset at/after a timestamp; v0 answers the
+old-style list of segment-boundary offsets before a time."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
-from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_manager import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP,
                                                LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP)
@@ -16,7 +18,7 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
 API_KEY = 2
-MIN_VERSION, MAX_VERSION = 1, 10
+MIN_VERSION, MAX_VERSION = 0, 10
 
 # the first version at which each special (negative) timestamp may be asked for; any other
 # negative timestamp is UNSUPPORTED_VERSION (KafkaApis' timestampMinSupportedVersion)
@@ -29,6 +31,18 @@ DEBUGGING_REPLICA_ID = -2
 def make(services: BrokerServices) -> ApiSpec:
     replica_manager = services.replica_manager
 
+    def old_style(topic: str, p: Any, from_consumer: bool) -> dict[str, Any]:
+        """Kafka's handleListOffsetRequestV0: up to max_num_offsets offsets per partition
+        (segment boundaries), and only -1 and -2 among the negative timestamps."""
+        if p.timestamp < EARLIEST_TIMESTAMP:
+            return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "old_style_offsets": []}
+        try:
+            offsets = replica_manager.legacy_fetch_offsets_before(
+                TopicPartition(topic, p.partition_index), p.timestamp, p.max_num_offsets, from_consumer)
+        except KafkaApiError as e:
+            return {"error_code": e.code, "old_style_offsets": []}
+        return {"error_code": ErrorCode.NONE, "old_style_offsets": offsets}
+
     async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
         v = ctx.api_version
         Resp = ListOffsetsResponse[v]
@@ -36,6 +50,10 @@ def make(services: BrokerServices) -> ApiSpec:
         P = T.ListOffsetsPartitionResponse
         isolation = req.isolation_level if v >= 2 else 0
         from_consumer = req.replica_id in (CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID) or req.replica_id < 0
+        if v == 0:
+            return Resp(throttle_time_ms=0, topics=[
+                T(name=t.name, partitions=[P(partition_index=p.partition_index, **old_style(t.name, p, from_consumer))
+                                           for p in t.partitions]) for t in req.topics])
         counts = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
         topics = []
         for t in req.topics:

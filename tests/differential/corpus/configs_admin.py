@@ -45,7 +45,9 @@ WITH_OVERRIDES = create_topic(configs={"retention.ms": "3600000", "cleanup.polic
 
 CASES = [
     Case(f"describe_configs_v{v}_topic_keys", DESCRIBE_CONFIGS, v, _describe(KEYS), setup=WITH_OVERRIDES,
-         allow=DOCS) for v in range(1, 5)
+         allow=DOCS) for v in range(0, 5)
+] + [
+    Case("describe_configs_v0_all_topic_configs", DESCRIBE_CONFIGS, 0, _describe(None), setup=WITH_OVERRIDES),
 ] + [
     Case("describe_configs_v4_all_topic_configs", DESCRIBE_CONFIGS, 4, _describe(None, docs=False),
          setup=create_topic()),

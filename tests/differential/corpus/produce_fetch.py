@@ -45,6 +45,11 @@ def _list_offsets(timestamp: int, partition: int = 0, topic: str = "{topic}", is
                                                        "timestamp": timestamp}]}]}
 
 
+def _list_offsets_v0(timestamp: int, max_num_offsets: int = 10, partition: int = 0) -> dict:
+    return {"replica_id": -1, "topics": [{"name": "{topic}", "partitions": [{
+        "partition_index": partition, "timestamp": timestamp, "max_num_offsets": max_num_offsets}]}]}
+
+
 def _leader_epoch(leader_epoch: int, partition: int = 0, current: int = -1, topic: str = "{topic}") -> dict:
     return {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
         {"partition": partition, "current_leader_epoch": current, "leader_epoch": leader_epoch}]}]}
@@ -161,6 +166,19 @@ CASES = [
     Case("fetch_v12_read_committed", FETCH, 12, _fetch(12, isolation_level=1), setup=TOPIC_WITH_DATA),
     Case("fetch_v12_invalid_topic_name", FETCH, 12, _fetch(12, topic="bad/name")),
     # --- list offsets / leader epochs: refusals --------------------------------------------------
+    Case("list_offsets_v0_latest", LIST_OFFSETS, 0, _list_offsets_v0(-1), setup=TOPIC_WITH_DATA),
+    Case("list_offsets_v0_earliest", LIST_OFFSETS, 0, _list_offsets_v0(-2), setup=TOPIC_WITH_DATA),
+    Case("list_offsets_v0_latest_one", LIST_OFFSETS, 0, _list_offsets_v0(-1, max_num_offsets=1),
+         setup=TOPIC_WITH_DATA),
+    Case("list_offsets_v0_long_ago", LIST_OFFSETS, 0, _list_offsets_v0(1000), setup=TOPIC_WITH_DATA),
+    Case("list_offsets_v0_in_the_future", LIST_OFFSETS, 0, _list_offsets_v0(BASE_TS + 10 * 3_600_000),
+         setup=TOPIC_WITH_DATA),
+    Case("list_offsets_v0_segments", LIST_OFFSETS, 0, _list_offsets_v0(-1),
+         setup=[*create_topic(configs={"segment.bytes": "120"}), produce(batch=records(b"a" * 40)),
+                produce(batch=records(b"b" * 40)), produce(batch=records(b"c" * 40))]),
+    Case("list_offsets_v0_empty_log", LIST_OFFSETS, 0, _list_offsets_v0(-1), setup=TOPIC),
+    Case("list_offsets_v0_max_timestamp_unsupported", LIST_OFFSETS, 0, _list_offsets_v0(-3), setup=TOPIC),
+    Case("list_offsets_v0_unknown_partition", LIST_OFFSETS, 0, _list_offsets_v0(-1, partition=3), setup=TOPIC),
     Case("list_offsets_v7_unknown_topic", LIST_OFFSETS, 7, _list_offsets(-1, topic="{topic2}"), setup=TOPIC),
     Case("list_offsets_v7_unknown_partition", LIST_OFFSETS, 7, _list_offsets(-1, partition=9), setup=TOPIC),
     Case("list_offsets_v7_future_timestamp", LIST_OFFSETS, 7, _list_offsets(BASE_TS + 10**9),
