@@ -30,8 +30,8 @@ from kafkalite.log.errors import (InconsistentTopicIdError, InvalidRecordError, 
 from kafkalite.log.producer_state import (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION,
                                           CompletedTxn, EndTxnMarker, ProducerStateManager)
 from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader,
-                                        decode_records, parse_end_txn_marker, split_batches,
-                                        stamped_header, validate_batch)
+                                        check_decompresses, decode_records, parse_end_txn_marker,
+                                        split_batches, stamped_header, validate_batch)
 from kafkalite.log.producer_snapshot import (CorruptSnapshotError, list_snapshots, read_snapshot,
                                              snapshot_file, write_snapshot)
 from kafkalite.log.transaction_index import AbortedTxn
@@ -362,7 +362,10 @@ class Log:
                         "A transaction marker must be a transactional batch with a producer id")
                 markers[pos] = EndTxnMarker(*parse_end_txn_marker(mv[pos:pos + h.size], h))
         if from_client and self._is_compacted:
-            self._check_keys(mv, batches)
+            self._check_keys(mv, batches)       # decodes (so decompresses) every batch
+        elif from_client:
+            for pos, h in batches:
+                check_decompresses(mv, pos, h)
         if from_client:
             # topic configs on record contents: the timestamp window, broker-side compression.type
             check_timestamps(mv, batches, config, now_ms)

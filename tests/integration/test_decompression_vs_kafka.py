@@ -3,8 +3,9 @@
 
 Kafka's record iterator throws a plain KafkaException("Failed to decompress record stream"),
 which ReplicaManager.appendToLocalLog turns into UNKNOWN_SERVER_ERROR for the partition; the
-client gets no message (ApiError hides UNKNOWN_SERVER_ERROR's). Checked on a compacted topic,
-where kafkalite decodes every client batch (its key check), for each codec.
+client gets no message (ApiError hides UNKNOWN_SERVER_ERROR's). Checked for each codec on a
+compacted topic (kafkalite decodes every client batch for its key check) and on a plain one
+(kafkalite decompresses compressed client batches without decoding their records).
 """
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         b.close()
 
 
-def answers(bootstrap: str, topic: str, codec: str) -> list[tuple[Any, ...]]:
+def answers(bootstrap: str, topic: str, codec: str, policy: str) -> list[tuple[Any, ...]]:
     """The partition answers to an undecompressable batch, then to a good one of the same codec."""
-    create_topic(bootstrap, topic, configs={"cleanup.policy": "compact"})
+    create_topic(bootstrap, topic, configs={"cleanup.policy": policy})
     out = []
     with RawClient(bootstrap) as c:
         for batch in (undecompressable_batch(codec), compressed_batch([Rec(b"k", payload(1))], codec)):
@@ -42,9 +43,11 @@ def answers(bootstrap: str, topic: str, codec: str) -> list[tuple[Any, ...]]:
     return out
 
 
+@pytest.mark.parametrize("policy", ["compact", "delete"])
 @pytest.mark.parametrize("codec", CODEC_NAMES)
-def test_undecompressable_batch_same_answer_as_kafka(kafka_oracle: Any, lite: BrokerProcess, codec: str) -> None:
-    topic = f"undecompressable-{codec}"
-    kafka = answers(kafka_oracle.bootstrap_servers, topic, codec)
+def test_undecompressable_batch_same_answer_as_kafka(kafka_oracle: Any, lite: BrokerProcess, codec: str,
+                                                     policy: str) -> None:
+    topic = f"undecompressable-{codec}-{policy}"
+    kafka = answers(kafka_oracle.bootstrap_servers, topic, codec, policy)
     assert kafka == [(UNKNOWN_SERVER_ERROR, -1, None, []), (0, 0, None, [])]
-    assert answers(lite.bootstrap_servers, topic, codec) == kafka
+    assert answers(lite.bootstrap_servers, topic, codec, policy) == kafka

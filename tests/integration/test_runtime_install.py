@@ -325,10 +325,11 @@ def undecompressable_batch(codec: str) -> bytes:
     return bytes(bad)
 
 
+@pytest.mark.parametrize("policy", ["compact", "delete"])
 @pytest.mark.parametrize("codec", CODEC_NAMES)
-def test_undecompressable_batch_is_unknown_server_error(broker: VenvBroker, codec: str) -> None:
-    topic = f"rt-corrupt-{codec}"
-    create_topic(broker.bootstrap_servers, topic, configs={"cleanup.policy": "compact"})
+def test_undecompressable_batch_is_unknown_server_error(broker: VenvBroker, codec: str, policy: str) -> None:
+    topic = f"rt-corrupt-{codec}-{policy}"
+    create_topic(broker.bootstrap_servers, topic, configs={"cleanup.policy": policy})
     with RawClient(broker.bootstrap_servers) as c:
         p = c.produce(topic, 0, undecompressable_batch(codec), version=9)
         assert (p.error_code, p.base_offset, p.error_message) == (UNKNOWN_SERVER_ERROR, -1, None)
