@@ -135,6 +135,22 @@ class DynamicConfigError(ValueError):
     IllegalArgumentException text), which Kafka sends as INVALID_REQUEST."""
 
 
+class PasswordConfigError(ValueError):
+    """A password config that cannot be stored: Kafka encrypts dynamic passwords with
+    `password.encoder.secret`, which kafkalite does not have. Raised only when storing (after
+    validation), where Kafka answers INVALID_CONFIG "Invalid config value for resource ...: ..."."""
+
+
+# DynamicBrokerConfig.DynamicPasswordConfigs: the dynamic configs of type PASSWORD
+DYNAMIC_PASSWORD_CONFIGS: frozenset[str] = frozenset(
+    k for k in ALL_DYNAMIC_CONFIGS if KAFKA_BROKER_CONFIG_TYPES.get(k) == "PASSWORD")
+
+
+def is_password_config(name: str) -> bool:
+    """DynamicBrokerConfig.isPasswordConfig (listener-prefixed names included)."""
+    return any(name.endswith(p) for p in DYNAMIC_PASSWORD_CONFIGS)
+
+
 # -- Java/Scala renderings the messages depend on -----------------------------------------------
 
 def java_string_hash(s: str) -> int:
@@ -471,6 +487,9 @@ class DynamicBrokerConfig:
         self.validate(props, per_broker)
         if validate_only:
             return
+        # toPersistentProps: passwords are stored encrypted with password.encoder.secret
+        if any(is_password_config(k) for k in props):
+            raise PasswordConfigError("Password encoder secret not configured")
         self.store.update_broker_configs(self.entity(per_broker), dict(props))
         self.update(props, per_broker)
 

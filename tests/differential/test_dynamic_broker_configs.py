@@ -127,14 +127,16 @@ def same(clients: tuple[RawClient, RawClient], req: Any, view=altered) -> list[t
     return got_kafkalite
 
 
-def settled(clients: tuple[RawClient, RawClient], names: list[str] = ["0", ""], timeout: float = 20.0) -> list[tuple]:
-    """Describe both entities on both brokers until Kafka (which applies stored changes when its
-    ZooKeeper watch fires) answers what kafkalite answers; then they must be equal."""
+def settled(clients: tuple[RawClient, RawClient], names: list[str] = ["0", ""], timeout: float = 20.0,
+            req: Any = None) -> list[tuple]:
+    """Describe both entities (or send `req`) on both brokers until Kafka (which applies stored
+    changes when its ZooKeeper watch fires) answers what kafkalite answers; then they must be equal."""
     kafka, kafkalite = clients
-    want = described(kafkalite.request(describe_req(names)))
+    req = req if req is not None else describe_req(names)
+    want = described(kafkalite.request(req))
     deadline = time.monotonic() + timeout
     while True:
-        got = described(kafka.request(describe_req(names)))
+        got = described(kafka.request(req))
         if got == want or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -168,6 +170,17 @@ def test_set_cluster_default_and_per_broker(clients) -> None:
     assert by_name(per_broker)["log.retention.ms"][2] == 2
     assert [s[2] for s in by_name(per_broker)["log.retention.ms"][5]] == [2, 3, 4, 5]
     assert set(by_name(default)) == {"log.retention.ms", "log.segment.bytes"}
+    # a topic without overrides shows the dynamic broker values and their synonyms
+    from kafka.protocol.admin import DescribeConfigsRequest as DC
+    topic = f"dyn-{time.monotonic_ns()}"
+    for c in clients:
+        assert c.create_topic(topic, 1, 1, {"cleanup.policy": "compact"}).error_code == 0
+    req = DC[4](resources=[DC.DescribeConfigsResource(resource_type=2, resource_name=topic, configuration_keys=[
+        "retention.ms", "segment.bytes", "cleanup.policy", "max.message.bytes", "compression.type"])],
+        include_synonyms=True, include_documentation=False)
+    (result,) = settled(clients, req=req)
+    assert by_name(result)["retention.ms"][:3] == ("3600000", False, 2)
+    assert by_name(result)["segment.bytes"][:3] == ("2000000", False, 3)
 
 
 def test_incremental_operations(clients) -> None:
@@ -220,6 +233,11 @@ def test_alter_configs_refusals_each_version(clients, v: int) -> None:
     for name, configs in cases:
         got = same(clients, alter_req([(name, configs)], v=v))
         assert got[0][0] == 42, (name, configs, got)
+    # a password cannot be stored without password.encoder.secret (INVALID_CONFIG), but validates
+    for configs in ({"listener.name.plaintext.ssl.keystore.password": "secret"},
+                    {"listener.name.plaintext.sasl.jaas.config": "x"}):
+        assert same(clients, alter_req([("0", configs)], v=v))[0][0] == 40
+        assert same(clients, alter_req([("0", configs)], v=v, validate_only=True)) == [(0, None, BROKER, "0")]
     # accepted without a change: a custom key and a quota config, validate only
     for name, configs in (("0", {"no.such.config": "1"}), ("", {"follower.replication.throttled.rate": "100"})):
         assert same(clients, alter_req([(name, configs)], v=v, validate_only=True)) == [(0, None, BROKER, name)]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kafkalite.config.dynamic_broker_config import (ALL_DYNAMIC_CONFIGS, DEFAULT_ENTITY, PER_BROKER_CONFIGS,
-                                                    DynamicBrokerConfig, DynamicConfigError, check_config_value,
+from kafkalite.config.dynamic_broker_config import (ALL_DYNAMIC_CONFIGS, DEFAULT_ENTITY, DYNAMIC_PASSWORD_CONFIGS,
+                                                    PER_BROKER_CONFIGS, DynamicBrokerConfig, DynamicConfigError,
+                                                    PasswordConfigError, check_config_value, is_password_config,
                                                     dynamic_props_from_store, java_properties_order,
                                                     java_string_hash, scala_set, validate_configs)
 from kafkalite.config.server_config import build_config
@@ -25,6 +26,9 @@ def test_kafka_sets() -> None:
     assert {"log.retention.ms", "log.roll.ms", "message.max.bytes", "num.io.threads"} <= ALL_DYNAMIC_CONFIGS
     assert not {"log.retention.hours", "log.roll.hours", "num.partitions", "broker.id"} & ALL_DYNAMIC_CONFIGS
     assert "listeners" in PER_BROKER_CONFIGS and "max.connections" not in PER_BROKER_CONFIGS
+    assert len(DYNAMIC_PASSWORD_CONFIGS) == 7
+    assert is_password_config("listener.name.plaintext.ssl.keystore.password")
+    assert not is_password_config("ssl.keystore.type")
 
 
 def test_java_renderings() -> None:
@@ -107,6 +111,11 @@ def test_precedence_reconfigure_and_store_round_trip(tmp_path: Path) -> None:
     again.load()
     assert again.broker_configs(DEFAULT_ENTITY) == {"log.retention.ms": "5000"}
     assert again.broker_configs("0") == {"log.retention.ms": "7000", "num.io.threads": "16"}
+    # passwords would need password.encoder.secret: validated, never stored
+    dyn.alter({"listener.name.plaintext.ssl.key.password": "s"}, per_broker=True, validate_only=True)
+    with pytest.raises(PasswordConfigError, match="^Password encoder secret not configured$"):
+        dyn.alter({"listener.name.plaintext.ssl.key.password": "s"}, per_broker=True, validate_only=False)
+    assert dyn.dynamic_broker == {"log.retention.ms": "7000", "num.io.threads": "16"}
     restarted = DynamicBrokerConfig(static, broker_id=0)
     restarted.load(again)
     assert restarted.current.log_retention_ms_effective == 7000

@@ -15,12 +15,12 @@ from typing import Any, Callable
 
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
-from kafkalite.config.dynamic_broker_config import DynamicConfigError
+from kafkalite.config.dynamic_broker_config import DynamicConfigError, PasswordConfigError
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.handlers.describe_configs import (INVALID_REQUEST_DEFAULT_MESSAGE, RESOURCE_BROKER,
                                                        RESOURCE_TOPIC, RESOURCE_TYPE_NAMES, parse_broker_id,
-                                                       resource_type_name)
+                                                       resource_repr, resource_type_name)
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
@@ -44,6 +44,10 @@ def alter_broker_configs(services: BrokerServices, name: str, props: dict[str, s
         # ConfigAdminManager: "InvalidRequestException is not really the right exception here
         # ... but we should probably only change this in a KIP" (KAFKA-13609)
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, str(e)) from None
+    except PasswordConfigError as e:
+        # raised while storing, past the preprocessing: ZkAdminManager's ConfigException path
+        raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Invalid config value for resource "
+                            f"{resource_repr(RESOURCE_BROKER, name)}: {e}") from None
 
 
 def answer_per_resource(Resp: Any, resources: list[Any], apply: Callable[[Any], None]) -> Any:
