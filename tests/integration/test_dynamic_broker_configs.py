@@ -47,7 +47,8 @@ def test_message_max_bytes_default_enforced_on_next_produce(broker_factory) -> N
     broker = broker_factory()
     admin = _kp_admin(broker)
     plain, overridden = "plain-" + uuid.uuid4().hex[:6], "big-" + uuid.uuid4().hex[:6]
-    admin.create_topics([NewTopic(plain, 1, 1), NewTopic(overridden, 1, 1, topic_configs={"max.message.bytes": "200000"})])
+    admin.create_topics([NewTopic(plain, 1, 1),
+                         NewTopic(overridden, 1, 1, topic_configs={"max.message.bytes": "200000"})])
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, max_request_size=1_000_000, retries=0,
                              linger_ms=0)
     value = b"x" * 50_000
@@ -75,7 +76,8 @@ def test_message_max_bytes_default_enforced_on_next_produce(broker_factory) -> N
             resp = c.request(AC[2](resources=[AC.AlterConfigsResource(resource_type=4, resource_name="0", configs=[])],
                                    validate_only=False))
             assert [(r.error_code, r.error_message) for r in resp.responses] == [(0, None)]
-        entry = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all")["broker"]["0"]
+        entry = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
+                                       config_filter="all")["broker"]["0"]
         assert (entry["message.max.bytes"]["value"], entry["message.max.bytes"]["config_source"]) == \
             ("1048588", "DEFAULT_CONFIG")
         assert producer.send(plain, value).get(10).offset == 2
@@ -193,7 +195,8 @@ def test_refusals_kafka_python_and_confluent(broker_factory) -> None:
         assert "Invalid value abc for configuration log.retention.ms: Not a number of type LONG" in \
             refused("0", {"log.retention.ms": "abc"})
         assert "value should not be greater than double the current value 8" in refused("0", {"num.io.threads": "17"})
-        entry = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")], config_filter="all")["broker"]["0"]
+        entry = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "0")],
+                                       config_filter="all")["broker"]["0"]
         assert entry["num.io.threads"]["config_source"] == "STATIC_BROKER_CONFIG"     # nothing stored
     finally:
         admin.close()

@@ -48,8 +48,8 @@ def test_java_renderings() -> None:
     ("log.segment.bytes", " 10 ", "Invalid value 10 for configuration log.segment.bytes: Value must be at least 14"),
     ("log.cleaner.min.cleanable.ratio", "1.5", "Invalid value 1.5 for configuration "
                                                "log.cleaner.min.cleanable.ratio: Value must be no more than 1"),
-    ("unclean.leader.election.enable", "yes", "Invalid value yes for configuration "
-                                              "unclean.leader.election.enable: Expected value to be either true or false"),
+    ("unclean.leader.election.enable", "yes",
+     "Invalid value yes for configuration unclean.leader.election.enable: Expected value to be either true or false"),
     ("log.cleanup.policy", "compact,bogus", "Invalid value bogus for configuration log.cleanup.policy: "
                                             "String must be one of: compact, delete"),
 ])
@@ -127,7 +127,8 @@ def test_incremental_broker_ops() -> None:
     assert apply_broker_ops({}, [("log.cleanup.policy", OP_APPEND, "compact,compact")], defaults) == \
         {"log.cleanup.policy": "delete,compact,compact"}      # Kafka keeps duplicates of the value
     assert apply_broker_ops({"log.cleanup.policy": "delete,compact"},
-                            [("log.cleanup.policy", OP_SUBTRACT, "delete")], defaults) == {"log.cleanup.policy": "compact"}
+                            [("log.cleanup.policy", OP_SUBTRACT, "delete")], defaults) == \
+        {"log.cleanup.policy": "compact"}
     assert apply_broker_ops({"a": "1"}, [("a", OP_DELETE, None), ("b", OP_SET, "2")], defaults) == {"b": "2"}
     with pytest.raises(KafkaApiError) as e:
         apply_broker_ops({}, [("log.retention.ms", OP_SUBTRACT, "1")], defaults)

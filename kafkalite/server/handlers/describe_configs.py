@@ -5,9 +5,10 @@ helpers the two AlterConfigs handlers share.
 
 Resource types kafkalite describes: TOPIC (every topic config, effective value, override or broker
 default) and BROKER (name "": the dynamic cluster-wide defaults that are set; name = this broker's
-id: every broker config with its current value, read-only unless Kafka can update it dynamically). BROKER_LOGGER, CLIENT_METRICS and GROUP
-resources are answered INVALID_REQUEST ("Unsupported resource type"); an unknown type fails the
-whole request with INVALID_REQUEST, as Kafka's authorization step does."""
+id: every broker config with its current value, read-only unless Kafka can update it
+dynamically). BROKER_LOGGER, CLIENT_METRICS and GROUP resources are answered INVALID_REQUEST
+("Unsupported resource type"); an unknown type fails the whole request with INVALID_REQUEST, as
+Kafka's authorization step does."""
 from __future__ import annotations
 
 import re
