@@ -19,10 +19,6 @@ class ApiSpec:
     min_version: int
     max_version: int
     handler: HandlerFn
-    # What ApiVersions reports as the minimum when it differs from what is served. Kafka 4
-    # advertises Produce from v0 although it refuses v0-2 (KAFKA-18659): librdkafka up to 2.11
-    # enables gzip/snappy/lz4 only when Produce v0 is in the advertised range.
-    advertised_min_version: int | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version

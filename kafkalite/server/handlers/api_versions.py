@@ -27,9 +27,7 @@ def make(all_specs: Callable[[], list[ApiSpec]]) -> ApiSpec:
         if v >= 3 and not (_SOFTWARE_RE.match(req.client_software_name or "")
                            and _SOFTWARE_RE.match(req.client_software_version or "")):
             return Resp(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
-        keys = [Resp.ApiVersion(api_key=s.api_key, max_version=s.max_version,
-                                min_version=s.min_version if s.advertised_min_version is None
-                                else s.advertised_min_version)
+        keys = [Resp.ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
                 for s in sorted(all_specs(), key=lambda s: s.api_key)]
         return Resp(error_code=ErrorCode.NONE, api_keys=keys, throttle_time_ms=0,
                     finalized_features_epoch=FINALIZED_FEATURES_EPOCH)
