@@ -145,7 +145,8 @@ def test_delete_records_moves_the_log_start_and_drops_segments(tmp_path: Path) -
             assert segment_bases(b.log_dir, "dr") == [4, 6, 8]
             assert c.list_offset("dr", 0, -2).offset == 5
             pd = c.fetch("dr", 0, 4)
-            assert (pd.error_code, pd.log_start_offset, pd.high_watermark) == (OFFSET_OUT_OF_RANGE, 5, 10)
+            # out of range: every offset unknown, as Kafka 3.9 answers (checked in tests/differential)
+            assert (pd.error_code, pd.log_start_offset, pd.high_watermark) == (OFFSET_OUT_OF_RANGE, -1, -1)
             pd = c.fetch("dr", 0, 5)
             assert (pd.error_code, pd.log_start_offset) == (0, 5)
             assert [r.offset for r in parse_records(pd.records).records][:2] == [4, 5]   # whole batches served

@@ -558,7 +558,8 @@ def test_topics_describe_and_alter(bs: str, admin: KafkaAdminClient) -> None:
     assert configs["retention.ms"] == ("1000", "DYNAMIC_TOPIC_CONFIG")
     assert configs["max.message.bytes"] == ("1048588", "DEFAULT_CONFIG")
     assert run_tool(bs, "topics", "--alter", "--topic", t, "--config", "retention.ms=soon") == \
-        Run(1, "", "kafkalite topics: invalid value soon for configuration retention.ms: Not a number of type LONG\n")
+        Run(1, "", f"kafkalite topics: invalid config value for resource ConfigResource(type=TOPIC, name='{t}'): "
+                   "Invalid value soon for configuration retention.ms: Not a number of type LONG\n")
 
     everything = run_tool(bs, "topics", "--describe", "--exclude-internal")
     assert (everything.rc, everything.err) == (0, "")
@@ -619,7 +620,8 @@ def test_configs_topics(bs: str, admin: KafkaAdminClient) -> None:
         Run(1, "", "kafkalite configs: unknown topic config name: no.such.config\n")
     assert run_tool(bs, "configs", "--entity-type", "topics", "--entity-name", t, "--alter",
                     "--add-config", "segment.bytes=13") == \
-        Run(1, "", "kafkalite configs: invalid value 13 for configuration segment.bytes: Value must be at least 14\n")
+        Run(1, "", f"kafkalite configs: invalid config value for resource ConfigResource(type=TOPIC, name='{t}'): "
+                   "Invalid value 13 for configuration segment.bytes: Value must be at least 14\n")
     assert topic_configs(admin, t)["segment.bytes"] == ("1073741824", "STATIC_BROKER_CONFIG")
 
 
