@@ -233,10 +233,11 @@ def _raise_record_errors(errors: list[tuple[int, int, str]]) -> None:
 def convert_to_batch(records: bytes | memoryview, *, max_message_bytes: int, compacted: bool,
                      timestamp_type: int, before_max_ms: int, after_max_ms: int, target_codec: int | None,
                      now_ms: int) -> bytes:
-    """One CreateTime v2 batch (or b"" when no message is whole) at base offset 0 holding every record of a produced v0/v1 message
-    set, after Kafka's checks in Kafka's order (UnifiedLog.analyzeAndValidateRecords, then
-    LogValidator): MESSAGE_TOO_LARGE per message, CORRUPT_MESSAGE for a bad CRC-32, INVALID_RECORD
-    for more than one compressed wrapper or mixed magics, then each record.
+    """One CreateTime v2 batch at base offset 0 holding every record of a produced v0/v1 message
+    set (b"" when no message is whole: nothing to append, no error), after Kafka's checks in
+    Kafka's order (UnifiedLog.analyzeAndValidateRecords, then LogValidator): MESSAGE_TOO_LARGE per
+    message, CORRUPT_MESSAGE for a bad CRC-32, INVALID_RECORD for more than one compressed wrapper
+    or mixed magics, then each record.
 
     ``target_codec`` is compression.type's codec (None: "producer", keep the source codec). The
     log then assigns offsets and, on a LogAppendTime topic, stamps the batch as for any v2 batch;

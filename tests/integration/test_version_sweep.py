@@ -206,7 +206,8 @@ def test_fetch_each_version(client: RawClient, v: int) -> None:
         # down-converted to magic 0 (v0-1) or 1 (v2-3), one message per record of the uncompressed
         # batch, those before the fetch offset left out; padded to the stored batch's size
         magic = 1 if v >= 2 else 0
-        assert [(m.offset, m.magic, m.key, m.value) for m in parse_legacy_records(p.records)] == [(1, magic, b"b", b"2")]
+        got = [(m.offset, m.magic, m.key, m.value) for m in parse_legacy_records(p.records)]
+        assert got == [(1, magic, b"b", b"2")]
     if v >= 13:
         unknown = client.request(FetchRequest[v](
             replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
