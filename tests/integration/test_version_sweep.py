@@ -31,7 +31,7 @@ EXPECTED_RANGES = {
     22: (0, 5),    # InitProducerId
     23: (0, 4),    # OffsetForLeaderEpoch
     # group coordinator: every version is swept in tests/unit/test_group_coordinator.py
-    8: (2, 10),    # OffsetCommit
+    8: (1, 10),    # OffsetCommit
     9: (1, 10),    # OffsetFetch
     10: (0, 6),    # FindCoordinator
     11: (0, 9),    # JoinGroup

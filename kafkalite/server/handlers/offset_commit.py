@@ -1,12 +1,12 @@
-"""OffsetCommit (key 8), v2-10: committed offsets of a group's partitions, stored in
-`__consumer_offsets`.
+"""OffsetCommit (key 8), v1-10: committed offsets of a group's partitions, stored in
+`__consumer_offsets` (v0, which Kafka 3.9 stores in ZooKeeper, is not served).
 
 Partitions of topics this broker does not know get UNKNOWN_TOPIC_OR_PARTITION (v10, which names
 topics by id: UNKNOWN_TOPIC_ID for an unknown id) without reaching the coordinator, as in Kafka.
-v2-4 carry a retention time (an explicit expire timestamp per offset); later versions use
-`offsets.retention.minutes`. v6 adds the leader epoch, v7 the group instance id; from v9 a commit
-with a generation for a group that does not exist gets GROUP_ID_NOT_FOUND instead of
-ILLEGAL_GENERATION.
+v1 may carry each partition's commit timestamp; v2-4 a retention time (an explicit expire
+timestamp per offset); later versions use `offsets.retention.minutes`. v6 adds the leader epoch,
+v7 the group instance id; at v10 (Kafka 4 only) a commit with a generation for a group that does
+not exist gets GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION.
 """
 from __future__ import annotations
 
@@ -23,10 +23,17 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
 API_KEY = 8
-MIN_VERSION, MAX_VERSION = 2, 10
+MIN_VERSION, MAX_VERSION = 1, 10
+DEFAULT_TIMESTAMP = -1   # OffsetCommitRequest.DEFAULT_TIMESTAMP
 MIN_TOPIC_ID_VERSION = 10
 DEFAULT_RETENTION_TIME = -1
 ZERO_UUID = uuid.UUID(int=0)
+
+
+def commit_timestamp_of(version: int, requested: int, now_ms: int) -> int:
+    """v1 may name each partition's commit timestamp (GroupCoordinatorAdapter.createOffsetAndMetadata:
+    -1 means now); other versions commit at the broker's time."""
+    return requested if version == 1 and requested != DEFAULT_TIMESTAMP else now_ms
 
 
 def make(services: BrokerServices) -> ApiSpec:
@@ -65,7 +72,7 @@ def make(services: BrokerServices) -> ApiSpec:
                         offset=p.committed_offset,
                         leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
                         metadata=p.committed_metadata if p.committed_metadata is not None else "",
-                        commit_timestamp=now, expire_timestamp=expire)
+                        commit_timestamp=commit_timestamp_of(v, p.commit_timestamp, now), expire_timestamp=expire)
                     key_of[tp] = k
         if to_commit:
             results = await coordinator.handle_commit_offsets(

@@ -179,8 +179,14 @@ CASES = [
 ] + [
     Case(f"offset_commit_v{v}", OFFSET_COMMIT, v, _commit(v), setup=[READY, *create_topic(partitions=2)],
          then=[Step(OFFSET_FETCH, 8, _fetch_offsets(8))])
-    for v in range(2, 10)
+    for v in range(1, 10)
 ] + [
+    Case("offset_commit_v1_explicit_commit_timestamp", OFFSET_COMMIT, 1,
+         {**_commit(1), "topics": [{"name": "{topic}", "partitions": [{
+             "partition_index": 0, "committed_offset": 7, "commit_timestamp": 1_000_000, "committed_metadata": "x"}]}]},
+         setup=[READY, *create_topic(partitions=2)], then=[Step(OFFSET_FETCH, 8, _fetch_offsets(8))]),
+    Case("offset_commit_v1_unknown_member", OFFSET_COMMIT, 1, _commit(1, generation=1, member_id=NOBODY),
+         setup=EMPTY_GROUP),
     Case("offset_commit_v8_unknown_topic", OFFSET_COMMIT, 8, _commit(8, topic="{topic2}"), setup=[READY]),
     Case("offset_commit_v8_unknown_partition", OFFSET_COMMIT, 8, _commit(8, partition=7),
          setup=[READY, *create_topic()]),
