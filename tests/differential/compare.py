@@ -109,7 +109,8 @@ def differences(kafka: Any, lite: Any, allowed: Mapping[str, str], path: str = "
             yield from _keyed_differences(kafka, lite, key, allowed, path)
             return
         if len(kafka) != len(lite):
-            yield f"{path}: {len(kafka)} elements in kafka, {len(lite)} in kafkalite: kafka {kafka!r} vs kafkalite {lite!r}"
+            yield (f"{path}: {len(kafka)} elements in kafka, {len(lite)} in kafkalite: "
+                   f"kafka {kafka!r} vs kafkalite {lite!r}")
             return
         for i, (a, b) in enumerate(zip(kafka, lite)):
             yield from differences(a, b, allowed, f"{path}[{i}]")

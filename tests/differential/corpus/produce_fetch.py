@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.differential.corpus.steps import (BASE_TS, create_topic, idempotent_records, init_producer,
                                              produce, records)
-from tests.differential.framework import Case, Step, Var, Vars
+from tests.differential.framework import Case, Step, Var
 from tests.integration.util import BATCH_CRC_OFFSET
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 23

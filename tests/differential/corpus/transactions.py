@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.differential.corpus.steps import (coordinator_ready, create_topic, idempotent_records, init_producer,
-                                             produce)
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from tests.differential.corpus.steps import (BASE_TS, coordinator_ready, create_topic, idempotent_records,
+                                             init_producer, produce)
 from tests.differential.framework import Case, Step, Var, Vars
 
 INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, WRITE_MARKERS, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 27, 28
@@ -40,7 +42,8 @@ def _add_partitions(version: int, topic: str = "{topic}", partitions: tuple = (0
 
 def add_partitions_step() -> Step:
     return Step(ADD_PARTITIONS, 3, _add_partitions(3),
-                until=lambda r: r["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0)
+                until=lambda r: r["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+                    "partition_error_code"] == 0)
 
 
 def _add_offsets(producer_id: Any = PID, producer_epoch: Any = EPOCH) -> dict:
@@ -73,23 +76,23 @@ def own_transactions(response: dict, variables: Vars) -> dict:
 
 
 def _producer_txn_batch(v: Vars) -> bytes:
-    from tests.differential.corpus.steps import records
-    from kafka.record.default_records import DefaultRecordBatchBuilder
+    """One transactional batch of the session's producer (its id differs per broker)."""
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True,
                                   producer_id=v["producer_id"], producer_epoch=v["producer_epoch"],
                                   base_sequence=0, batch_size=1 << 20)
-    from tests.differential.corpus.steps import BASE_TS
     b.append(0, BASE_TS, b"k", b"txn-value", [])
     return bytes(b.build())
 
 
 def _txn_produce() -> Step:
     return Step(0, 9, {"transactional_id": "{txn}", "acks": -1, "timeout_ms": 10000,
-                       "topic_data": [{"name": "{topic}", "partition_data": [{"index": 0, "records": _producer_txn_batch}]}]},
+                       "topic_data": [{"name": "{topic}",
+                                       "partition_data": [{"index": 0, "records": _producer_txn_batch}]}]},
                 until=lambda r: r["responses"][0]["partition_responses"][0]["error_code"] == 0)
 
 
 IN_TXN = [*create_topic(), *TXN_READY, add_partitions_step()]
+ADD_OFFSETS_STEP = Step(ADD_OFFSETS, 3, _add_offsets(), until=lambda r: r["error_code"] == 0)
 WITH_DATA = [*IN_TXN, _txn_produce()]
 
 CASES = [
@@ -110,7 +113,8 @@ CASES = [
          _init("{txn}", producer_id=PID, producer_epoch=Var("wrong_epoch")),
          setup=[*TXN_READY, Step(INIT_PRODUCER_ID, 4, _init("{txn}"), until=lambda r: r["error_code"] == 0,
                                  save={"wrong_epoch": "producer_epoch"})]),
-    Case("init_producer_id_v4_idempotent_with_producer_id", INIT_PRODUCER_ID, 4, _init(producer_id=5, producer_epoch=0)),
+    Case("init_producer_id_v4_idempotent_with_producer_id", INIT_PRODUCER_ID, 4,
+         _init(producer_id=5, producer_epoch=0)),
 ] + [
     Case(f"add_partitions_to_txn_v{v}", ADD_PARTITIONS, v, _add_partitions(v), setup=[*create_topic(), *TXN_READY])
     for v in range(0, 5)
@@ -157,13 +161,13 @@ CASES = [
          setup=[coordinator_ready("{txn}-none", key_type=1)]),
 ] + [
     Case(f"txn_offset_commit_v{v}", TXN_OFFSET_COMMIT, v, _txn_commit(),
-         setup=[*IN_TXN, coordinator_ready(), Step(ADD_OFFSETS, 3, _add_offsets(), until=lambda r: r["error_code"] == 0)])
+         setup=[*IN_TXN, coordinator_ready(), ADD_OFFSETS_STEP])
     for v in range(0, 4)
 ] + [
     Case("txn_offset_commit_v3_without_add_offsets", TXN_OFFSET_COMMIT, 3, _txn_commit(),
          setup=[*IN_TXN, coordinator_ready()]),
     Case("txn_offset_commit_v3_unknown_member", TXN_OFFSET_COMMIT, 3, _txn_commit(generation_id=1, member_id="m"),
-         setup=[*IN_TXN, coordinator_ready(), Step(ADD_OFFSETS, 3, _add_offsets(), until=lambda r: r["error_code"] == 0)]),
+         setup=[*IN_TXN, coordinator_ready(), ADD_OFFSETS_STEP]),
 ] + [
     Case(f"write_txn_markers_v{v}", WRITE_MARKERS, v, _markers(), setup=WITH_DATA) for v in range(0, 2)
 ] + [
