@@ -10,16 +10,67 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// withAdmin runs fn with a fresh kadm client (one per command, closed after it).
-func withAdmin(ctx context.Context, fn func(ctx context.Context, adm *kadm.Client) error) error {
-	adm, err := kadm.NewOptClient(baseOpts("gocheck-admin")...)
-	if err != nil {
-		return err
+// adminFunc is one admin command: it makes its requests with adm and returns the one JSON object
+// the command reports.
+type adminFunc func(ctx context.Context, adm *kadm.Client, args []string) (obj, error)
+
+// admin makes a command of fn: a fresh kadm client (one per command, closed after it), the
+// requests bounded by opTimeout, and fn's report emitted once fn succeeds.
+func admin(fn adminFunc) command {
+	return func(ctx context.Context, args []string) error {
+		adm, err := kadm.NewOptClient(baseOpts("gocheck-admin")...)
+		if err != nil {
+			return err
+		}
+		defer adm.Close()
+		ctx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		report, err := fn(ctx, adm, args)
+		if err != nil {
+			return err
+		}
+		emit(report)
+		return nil
 	}
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	return fn(ctx, adm)
+}
+
+// resultFor is the result a kadm response keyed by name holds for name, or an error saying the
+// request's response left it out.
+func resultFor[R any](rs map[string]R, name, request string) (R, error) {
+	r, ok := rs[name]
+	if !ok {
+		return r, fmt.Errorf("no %s result for %s", request, name)
+	}
+	return r, nil
+}
+
+// topicPartitions is every partition of topic, as a set for the requests that take one.
+func topicPartitions(ctx context.Context, adm *kadm.Client, topic string) (kadm.TopicsSet, error) {
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	set := kadm.TopicsSet{}
+	set.Add(topic, topics[topic].Partitions.Numbers()...)
+	return set, nil
+}
+
+// parseOffsets reads PARTITION=OFFSET[,...] as offsets of topic (no leader epoch).
+func parseOffsets(topic, spec string) (kadm.Offsets, error) {
+	offsets := kadm.Offsets{}
+	for _, po := range strings.Split(spec, ",") {
+		p, o, _ := strings.Cut(po, "=")
+		pi, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, err
+		}
+		oi, err := strconv.ParseInt(o, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		offsets.Add(kadm.Offset{Topic: topic, Partition: int32(pi), At: oi, LeaderEpoch: -1})
+	}
+	return offsets, nil
 }
 
 func argInt(args []string, i int) (int, error) {
@@ -40,123 +91,108 @@ func partitionKey(p int32) string { return strconv.Itoa(int(p)) }
 
 // createTopic: TOPIC PARTITIONS [key=value ...]; the replication factor is left to the broker (-1,
 // CreateTopics v4+), which must answer 1 for a single broker.
-func createTopic(ctx context.Context, args []string) error {
+func createTopic(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
 	partitions, err := argInt(args, 1)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	configs := map[string]*string{}
 	for _, kv := range args[2:] {
 		k, v, _ := strings.Cut(kv, "=")
 		configs[k] = &v
 	}
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		r, err := adm.CreateTopic(ctx, int32(partitions), -1, configs, args[0])
-		if err != nil {
-			return err
-		}
-		if r.Err != nil {
-			return r.Err
-		}
-		emit(obj{"event": "created", "topic": r.Topic, "topicId": r.ID.String(),
-			"numPartitions": r.NumPartitions, "replicationFactor": r.ReplicationFactor,
-			"configs": len(r.Configs)})
-		return nil
-	})
+	r, err := adm.CreateTopic(ctx, int32(partitions), -1, configs, args[0])
+	if err != nil {
+		return nil, err
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return obj{"event": "created", "topic": r.Topic, "topicId": r.ID.String(),
+		"numPartitions": r.NumPartitions, "replicationFactor": r.ReplicationFactor,
+		"configs": len(r.Configs)}, nil
 }
 
-func listTopics(ctx context.Context, _ []string) error {
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		topics, err := adm.ListTopics(ctx)
-		if err != nil {
-			return err
-		}
-		emit(obj{"event": "topics", "topics": topics.Names()})
-		return nil
-	})
+func listTopics(ctx context.Context, adm *kadm.Client, _ []string) (obj, error) {
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return obj{"event": "topics", "topics": topics.Names()}, nil
 }
 
-func describeTopic(ctx context.Context, args []string) error {
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		topics, err := adm.ListTopics(ctx, args[0])
-		if err != nil {
-			return err
+func describeTopic(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
+	topics, err := adm.ListTopics(ctx, args[0])
+	if err != nil {
+		return nil, err
+	}
+	d, err := resultFor(topics, args[0], "Metadata")
+	if err != nil {
+		return nil, err
+	}
+	if d.Err != nil {
+		return nil, d.Err
+	}
+	parts := []obj{}
+	for _, p := range d.Partitions.Sorted() {
+		if p.Err != nil {
+			return nil, p.Err
 		}
-		d, ok := topics[args[0]]
-		if !ok {
-			return fmt.Errorf("topic %s missing from the metadata response", args[0])
-		}
-		if d.Err != nil {
-			return d.Err
-		}
-		parts := []obj{}
-		for _, p := range d.Partitions.Sorted() {
-			if p.Err != nil {
-				return p.Err
-			}
-			parts = append(parts, obj{"partition": p.Partition, "leader": p.Leader,
-				"leaderEpoch": p.LeaderEpoch, "replicas": sortedInt32(p.Replicas),
-				"isr": sortedInt32(p.ISR)})
-		}
-		emit(obj{"event": "described", "topic": d.Topic, "topicId": d.ID.String(),
-			"internal": d.IsInternal, "partitions": parts})
-		return nil
-	})
+		parts = append(parts, obj{"partition": p.Partition, "leader": p.Leader,
+			"leaderEpoch": p.LeaderEpoch, "replicas": sortedInt32(p.Replicas),
+			"isr": sortedInt32(p.ISR)})
+	}
+	return obj{"event": "described", "topic": d.Topic, "topicId": d.ID.String(),
+		"internal": d.IsInternal, "partitions": parts}, nil
 }
 
-func deleteTopic(ctx context.Context, args []string) error {
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		r, err := adm.DeleteTopic(ctx, args[0])
-		if err != nil {
-			return err
-		}
-		if r.Err != nil {
-			return r.Err
-		}
-		emit(obj{"event": "deleted", "topic": r.Topic, "topicId": r.ID.String()})
-		return nil
-	})
+func deleteTopic(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
+	r, err := adm.DeleteTopic(ctx, args[0])
+	if err != nil {
+		return nil, err
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return obj{"event": "deleted", "topic": r.Topic, "topicId": r.ID.String()}, nil
 }
 
 // describeConfigs: TOPIC KEY[,KEY...]; each key's value, source and synonyms' sources.
-func describeConfigs(ctx context.Context, args []string) error {
+func describeConfigs(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
 	keys := strings.Split(args[1], ",")
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		rs, err := adm.DescribeTopicConfigs(ctx, args[0])
-		if err != nil {
-			return err
+	rs, err := adm.DescribeTopicConfigs(ctx, args[0])
+	if err != nil {
+		return nil, err
+	}
+	r, err := rs.On(args[0], nil)
+	if err != nil {
+		return nil, err
+	}
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	byKey := map[string]kadm.Config{}
+	for _, c := range r.Configs {
+		byKey[c.Key] = c
+	}
+	out := obj{}
+	for _, k := range keys {
+		c, ok := byKey[k]
+		if !ok {
+			out[k] = nil
+			continue
 		}
-		r, err := rs.On(args[0], nil)
-		if err != nil {
-			return err
+		synonyms := []string{}
+		for _, s := range c.Synonyms {
+			synonyms = append(synonyms, s.Source.String())
 		}
-		if r.Err != nil {
-			return r.Err
-		}
-		byKey := map[string]kadm.Config{}
-		for _, c := range r.Configs {
-			byKey[c.Key] = c
-		}
-		out := obj{}
-		for _, k := range keys {
-			c, ok := byKey[k]
-			if !ok {
-				out[k] = nil
-				continue
-			}
-			synonyms := []string{}
-			for _, s := range c.Synonyms {
-				synonyms = append(synonyms, s.Source.String())
-			}
-			out[k] = obj{"value": c.Value, "source": c.Source.String(), "synonyms": synonyms}
-		}
-		emit(obj{"event": "configs", "topic": args[0], "count": len(r.Configs), "configs": out})
-		return nil
-	})
+		out[k] = obj{"value": c.Value, "source": c.Source.String(), "synonyms": synonyms}
+	}
+	return obj{"event": "configs", "topic": args[0], "count": len(r.Configs), "configs": out}, nil
 }
 
 // alterConfigs: TOPIC OP:KEY[=VALUE] ...; IncrementalAlterConfigs through kadm.
-func alterConfigs(ctx context.Context, args []string) error {
+func alterConfigs(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
 	ops := map[string]kadm.IncrementalOp{"set": kadm.SetConfig, "delete": kadm.DeleteConfig,
 		"append": kadm.AppendConfig, "subtract": kadm.SubtractConfig}
 	var alters []kadm.AlterConfig
@@ -164,7 +200,7 @@ func alterConfigs(ctx context.Context, args []string) error {
 		opName, kv, _ := strings.Cut(a, ":")
 		op, ok := ops[opName]
 		if !ok {
-			return fmt.Errorf("unknown op %q", opName)
+			return nil, fmt.Errorf("unknown op %q", opName)
 		}
 		k, v, hasValue := strings.Cut(kv, "=")
 		alter := kadm.AlterConfig{Op: op, Name: k}
@@ -173,44 +209,38 @@ func alterConfigs(ctx context.Context, args []string) error {
 		}
 		alters = append(alters, alter)
 	}
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		rs, err := adm.AlterTopicConfigs(ctx, alters, args[0])
-		if err != nil {
-			return err
-		}
-		r, err := rs.On(args[0], nil)
-		if err != nil {
-			return err
-		}
-		if r.Err != nil {
-			return fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
-		}
-		emit(obj{"event": "altered", "topic": args[0], "count": len(alters)})
-		return nil
-	})
+	rs, err := adm.AlterTopicConfigs(ctx, alters, args[0])
+	if err != nil {
+		return nil, err
+	}
+	r, err := rs.On(args[0], nil)
+	if err != nil {
+		return nil, err
+	}
+	if r.Err != nil {
+		return nil, fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
+	}
+	return obj{"event": "altered", "topic": args[0], "count": len(alters)}, nil
 }
 
 // createPartitions: TOPIC TOTAL (CreatePartitions with the new total count).
-func createPartitions(ctx context.Context, args []string) error {
+func createPartitions(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
 	total, err := argInt(args, 1)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		rs, err := adm.UpdatePartitions(ctx, total, args[0])
-		if err != nil {
-			return err
-		}
-		r, ok := rs[args[0]]
-		if !ok {
-			return fmt.Errorf("no CreatePartitions result for %s", args[0])
-		}
-		if r.Err != nil {
-			return fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
-		}
-		emit(obj{"event": "partitions_created", "topic": args[0], "total": total})
-		return nil
-	})
+	rs, err := adm.UpdatePartitions(ctx, total, args[0])
+	if err != nil {
+		return nil, err
+	}
+	r, err := resultFor(rs, args[0], "CreatePartitions")
+	if err != nil {
+		return nil, err
+	}
+	if r.Err != nil {
+		return nil, fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
+	}
+	return obj{"event": "partitions_created", "topic": args[0], "total": total}, nil
 }
 
 // offsetsJSON renders one topic's listed offsets as {partition: [offset, timestamp, epoch]}.
@@ -227,69 +257,54 @@ func offsetsJSON(l kadm.ListedOffsets, topic string) (obj, error) {
 
 // listOffsets: TOPIC MILLIS; start, end (read_uncommitted), committed (read_committed end, the
 // LSO) and the first offset at or after MILLIS, per partition.
-func listOffsets(ctx context.Context, args []string) error {
+func listOffsets(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
 	millis, err := strconv.ParseInt(args[1], 10, 64)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	topic := args[0]
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		report := obj{"event": "list_offsets", "topic": topic, "millis": millis}
-		lists := []struct {
-			name string
-			list func(context.Context, ...string) (kadm.ListedOffsets, error)
-		}{
-			{"start", adm.ListStartOffsets}, {"end", adm.ListEndOffsets},
-			{"committed", adm.ListCommittedOffsets},
-			{"after", func(ctx context.Context, ts ...string) (kadm.ListedOffsets, error) {
-				return adm.ListOffsetsAfterMilli(ctx, millis, ts...)
-			}},
+	report := obj{"event": "list_offsets", "topic": topic, "millis": millis}
+	lists := []struct {
+		name string
+		list func(context.Context, ...string) (kadm.ListedOffsets, error)
+	}{
+		{"start", adm.ListStartOffsets}, {"end", adm.ListEndOffsets},
+		{"committed", adm.ListCommittedOffsets},
+		{"after", func(ctx context.Context, ts ...string) (kadm.ListedOffsets, error) {
+			return adm.ListOffsetsAfterMilli(ctx, millis, ts...)
+		}},
+	}
+	for _, l := range lists {
+		listed, err := l.list(ctx, topic)
+		if err != nil {
+			return nil, err
 		}
-		for _, l := range lists {
-			listed, err := l.list(ctx, topic)
-			if err != nil {
-				return err
-			}
-			if report[l.name], err = offsetsJSON(listed, topic); err != nil {
-				return err
-			}
+		if report[l.name], err = offsetsJSON(listed, topic); err != nil {
+			return nil, err
 		}
-		emit(report)
-		return nil
-	})
+	}
+	return report, nil
 }
 
 // deleteRecords: TOPIC PARTITION=OFFSET[,...]; the new low watermark of each partition.
-func deleteRecords(ctx context.Context, args []string) error {
+func deleteRecords(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
 	topic := args[0]
-	offsets := kadm.Offsets{}
-	for _, po := range strings.Split(args[1], ",") {
-		p, o, _ := strings.Cut(po, "=")
-		pi, err := strconv.Atoi(p)
-		if err != nil {
-			return err
-		}
-		oi, err := strconv.ParseInt(o, 10, 64)
-		if err != nil {
-			return err
-		}
-		offsets.Add(kadm.Offset{Topic: topic, Partition: int32(pi), At: oi, LeaderEpoch: -1})
+	offsets, err := parseOffsets(topic, args[1])
+	if err != nil {
+		return nil, err
 	}
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		rs, err := adm.DeleteRecords(ctx, offsets)
-		if err != nil {
-			return err
+	rs, err := adm.DeleteRecords(ctx, offsets)
+	if err != nil {
+		return nil, err
+	}
+	low := obj{}
+	for p, r := range rs[topic] {
+		if r.Err != nil {
+			return nil, fmt.Errorf("partition %d: %w", p, r.Err)
 		}
-		low := obj{}
-		for p, r := range rs[topic] {
-			if r.Err != nil {
-				return fmt.Errorf("partition %d: %w", p, r.Err)
-			}
-			low[partitionKey(p)] = r.LowWatermark
-		}
-		emit(obj{"event": "records_deleted", "topic": topic, "lowWatermarks": low})
-		return nil
-	})
+		low[partitionKey(p)] = r.LowWatermark
+	}
+	return obj{"event": "records_deleted", "topic": topic, "lowWatermarks": low}, nil
 }
 
 // memberJSON is one described member: ids and the partitions assigned to it, by topic.
@@ -308,11 +323,8 @@ func memberJSON(m kadm.DescribedGroupMember) obj {
 		"instanceId": m.InstanceID, "assigned": assigned, "subscribed": topics}
 }
 
-func describeGroup(ctx context.Context, args []string) error {
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		emit(obj{"event": "group_described", "group": args[0], "description": describeGroupJSON(ctx, adm, args[0])})
-		return nil
-	})
+func describeGroup(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
+	return obj{"event": "group_described", "group": args[0], "description": describeGroupJSON(ctx, adm, args[0])}, nil
 }
 
 // describeGroupJSON is DescribeGroups for one group as the report shows it (errors included,
@@ -338,39 +350,33 @@ func describeGroupJSON(ctx context.Context, adm *kadm.Client, group string) obj 
 	return out
 }
 
-func listGroups(ctx context.Context, _ []string) error {
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		ls, err := adm.ListGroups(ctx)
-		if err != nil {
-			return err
-		}
-		groups := []obj{}
-		for _, g := range ls.Sorted() {
-			groups = append(groups, obj{"group": g.Group, "protocolType": g.ProtocolType,
-				"state": g.State, "coordinator": g.Coordinator})
-		}
-		emit(obj{"event": "groups", "groups": groups})
-		return nil
-	})
+func listGroups(ctx context.Context, adm *kadm.Client, _ []string) (obj, error) {
+	ls, err := adm.ListGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groups := []obj{}
+	for _, g := range ls.Sorted() {
+		groups = append(groups, obj{"group": g.Group, "protocolType": g.ProtocolType,
+			"state": g.State, "coordinator": g.Coordinator})
+	}
+	return obj{"event": "groups", "groups": groups}, nil
 }
 
 // groupOffsets: GROUP; the committed offsets (OffsetFetch) as {"topic-partition": offset}.
-func groupOffsets(ctx context.Context, args []string) error {
-	return withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		rs, err := adm.FetchOffsets(ctx, args[0])
-		if err != nil {
-			return err
-		}
-		offsets := obj{}
-		for t, ps := range rs {
-			for p, r := range ps {
-				if r.Err != nil {
-					return fmt.Errorf("%s-%d: %w", t, p, r.Err)
-				}
-				offsets[fmt.Sprintf("%s-%d", t, p)] = r.At
+func groupOffsets(ctx context.Context, adm *kadm.Client, args []string) (obj, error) {
+	rs, err := adm.FetchOffsets(ctx, args[0])
+	if err != nil {
+		return nil, err
+	}
+	offsets := obj{}
+	for t, ps := range rs {
+		for p, r := range ps {
+			if r.Err != nil {
+				return nil, fmt.Errorf("%s-%d: %w", t, p, r.Err)
 			}
+			offsets[fmt.Sprintf("%s-%d", t, p)] = r.At
 		}
-		emit(obj{"event": "group_offsets", "group": args[0], "offsets": offsets})
-		return nil
-	})
+	}
+	return obj{"event": "group_offsets", "group": args[0], "offsets": offsets}, nil
 }

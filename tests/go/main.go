@@ -93,25 +93,25 @@ type command func(ctx context.Context, args []string) error
 func commands() map[string]command {
 	return map[string]command{
 		// admin (kadm), admin.go
-		"create-topic":      createTopic,      // TOPIC PARTITIONS [key=value ...]
-		"list-topics":       listTopics,       //
-		"describe-topic":    describeTopic,    // TOPIC
-		"delete-topic":      deleteTopic,      // TOPIC
-		"describe-configs":  describeConfigs,  // TOPIC KEY[,KEY...]
-		"alter-configs":     alterConfigs,     // TOPIC OP:KEY[=VALUE] ... (OP set|delete|append|subtract)
-		"create-partitions": createPartitions, // TOPIC TOTAL
-		"list-offsets":      listOffsets,      // TOPIC MILLIS
-		"delete-records":    deleteRecords,    // TOPIC PARTITION=OFFSET[,PARTITION=OFFSET...]
-		"describe-group":    describeGroup,    // GROUP
-		"list-groups":       listGroups,       //
-		"group-offsets":     groupOffsets,     // GROUP
+		"create-topic":      admin(createTopic),      // TOPIC PARTITIONS [key=value ...]
+		"list-topics":       admin(listTopics),       //
+		"describe-topic":    admin(describeTopic),    // TOPIC
+		"delete-topic":      admin(deleteTopic),      // TOPIC
+		"describe-configs":  admin(describeConfigs),  // TOPIC KEY[,KEY...]
+		"alter-configs":     admin(alterConfigs),     // TOPIC OP:KEY[=VALUE] ... (OP set|delete|append|subtract)
+		"create-partitions": admin(createPartitions), // TOPIC TOTAL
+		"list-offsets":      admin(listOffsets),      // TOPIC MILLIS
+		"delete-records":    admin(deleteRecords),    // TOPIC PARTITION=OFFSET[,PARTITION=OFFSET...]
+		"describe-group":    admin(describeGroup),    // GROUP
+		"list-groups":       admin(listGroups),       //
+		"group-offsets":     admin(groupOffsets),     // GROUP
 		// admin_more.go
-		"describe-txn":       describeTxn,       // TRANSACTIONAL_ID
-		"list-txns":          listTxns,          //
-		"describe-producers": describeProducers, // TOPIC
-		"commit-offsets":     commitOffsets,     // GROUP TOPIC PARTITION=OFFSET[,...]
-		"delete-offsets":     deleteOffsets,     // GROUP TOPIC
-		"delete-group":       deleteGroup,       // GROUP
+		"describe-txn":       admin(describeTxn),       // TRANSACTIONAL_ID
+		"list-txns":          admin(listTxns),          //
+		"describe-producers": admin(describeProducers), // TOPIC
+		"commit-offsets":     admin(commitOffsets),     // GROUP TOPIC PARTITION=OFFSET[,...]
+		"delete-offsets":     admin(deleteOffsets),     // GROUP TOPIC
+		"delete-group":       admin(deleteGroup),       // GROUP
 		// producer and consumer (kgo), records.go
 		"produce": produce, // TOPIC N COMPRESSION ACKS BASE_TS
 		"consume": consume, // TOPIC N TIMEOUT_MS ISOLATION
