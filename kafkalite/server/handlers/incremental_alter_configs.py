@@ -20,7 +20,7 @@ UNKNOWN_SERVER_ERROR, Kafka's NoSuchElementException), then the result is valida
 applied as AlterConfigs does."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Container, Optional
 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
@@ -43,12 +43,16 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 
-def _parts(value: Optional[str]) -> list[str]:
-    return [p for p in (value or "").split(",") if p]
+Ops = list[tuple[str, int, Optional[str]]]
 
 
-def apply_ops(current: dict[str, str], ops: list[tuple[str, int, Optional[str]]]) -> dict[str, str]:
-    """The topic's overrides after the operations (pure; raises KafkaApiError)."""
+def _apply_ops(current: dict[str, str], ops: Ops, defined: Container[str], is_list: Callable[[str], bool],
+               default: Callable[[str], Optional[str]],
+               combine: Callable[[Optional[str], int, Optional[str]], list[str]]) -> dict[str, str]:
+    """current after the operations, as both of Kafka's managers apply them: SET and DELETE as given;
+    APPEND and SUBTRACT only on a key the config set defines (else UNKNOWN_SERVER_ERROR) of type
+    LIST (else INVALID_CONFIG), the new list combine(start, op, value) where start is the current
+    value, else default(key). Pure; raises KafkaApiError."""
     props = dict(current)
     for key, op, value in ops:
         if op == OP_SET:
@@ -57,21 +61,34 @@ def apply_ops(current: dict[str, str], ops: list[tuple[str, int, Optional[str]]]
         elif op == OP_DELETE:
             props.pop(key, None)
         else:
-            if key not in TOPIC_CONFIG_ATTRS:
+            if key not in defined:
                 # Kafka looks the key up in a Scala Map: NoSuchElementException, no message sent
                 raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
-            if not is_list_config(key):
+            if not is_list(key):
                 what = "append" if op == OP_APPEND else "subtract"
                 raise KafkaApiError(ErrorCode.INVALID_CONFIG,
                                     f"Config value {what} is not allowed for config key: {key}")
-            old = _parts(props[key] if key in props else list_default(key))
-            given = (value or "").split(",")
-            if op == OP_APPEND:
-                new = old + [p for p in dict.fromkeys(given) if p and p not in old]
-            else:
-                new = [p for p in old if p not in given]
-            props[key] = ",".join(new)
+            start = props[key] if key in props else default(key)
+            props[key] = ",".join(combine(start, op, value))
     return props
+
+
+def _parts(value: Optional[str]) -> list[str]:
+    return [p for p in (value or "").split(",") if p]
+
+
+def _combine_topic_list(start: Optional[str], op: int, value: Optional[str]) -> list[str]:
+    """ZkAdminManager: empty elements dropped, APPEND adds each given element once."""
+    old = _parts(start)
+    given = (value or "").split(",")
+    if op == OP_APPEND:
+        return old + [p for p in dict.fromkeys(given) if p and p not in old]
+    return [p for p in old if p not in given]
+
+
+def apply_ops(current: dict[str, str], ops: Ops) -> dict[str, str]:
+    """The topic's overrides after the operations (pure; raises KafkaApiError)."""
+    return _apply_ops(current, ops, TOPIC_CONFIG_ATTRS, is_list_config, list_default, _combine_topic_list)
 
 
 def java_split(value: str) -> list[str]:
@@ -82,37 +99,24 @@ def java_split(value: str) -> list[str]:
     return [""] if parts == [] else parts
 
 
-def apply_broker_ops(current: dict[str, str], ops: list[tuple[str, int, Optional[str]]],
-                     defaults: dict[str, str]) -> dict[str, str]:
+def _combine_broker_list(start: Optional[str], op: int, value: Optional[str]) -> list[str]:
+    """ConfigAdminManager: java_split elements; SUBTRACT is Scala's List.diff."""
+    assert value is not None
+    if op == OP_APPEND:
+        old = java_split(start) if start else []
+        return old + [p for p in java_split(value) if p not in old]
+    new = java_split(start or "")
+    for p in java_split(value):     # Scala's List.diff: one occurrence per element
+        if p in new:
+            new.remove(p)
+    return new
+
+
+def apply_broker_ops(current: dict[str, str], ops: Ops, defaults: dict[str, str]) -> dict[str, str]:
     """A broker entity's dynamic configs after the operations (ConfigAdminManager.
     prepareIncrementalConfigs over KafkaConfig's keys; pure; raises KafkaApiError)."""
-    props = dict(current)
-    for key, op, value in ops:
-        if op == OP_SET:
-            assert value is not None
-            props[key] = value
-        elif op == OP_DELETE:
-            props.pop(key, None)
-        else:
-            if key not in KAFKA_BROKER_CONFIG_TYPES:
-                # Kafka looks the key up in a Scala Map: NoSuchElementException, no message sent
-                raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
-            if KAFKA_BROKER_CONFIG_TYPES[key] != "LIST":
-                what = "append" if op == OP_APPEND else "subtract"
-                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
-                                    f"Config value {what} is not allowed for config key: {key}")
-            assert value is not None
-            start = props.get(key, defaults.get(key))
-            if op == OP_APPEND:
-                old = java_split(start) if start else []
-                new = old + [p for p in java_split(value) if p not in old]
-            else:
-                new = java_split(start or "")
-                for p in java_split(value):     # Scala's List.diff: one occurrence per element
-                    if p in new:
-                        new.remove(p)
-            props[key] = ",".join(new)
-    return props
+    return _apply_ops(current, ops, KAFKA_BROKER_CONFIG_TYPES, lambda key: KAFKA_BROKER_CONFIG_TYPES[key] == "LIST",
+                      defaults.get, _combine_broker_list)
 
 
 def topic_config_error_message(topic: str, code: ErrorCode, message: Optional[str]) -> Optional[str]:
@@ -128,7 +132,7 @@ def make(services: BrokerServices) -> ApiSpec:
     controller = services.controller
     view = BrokerConfigView(services.config, services.dynamic_config)
 
-    def alter(resource_type: int, name: str, ops: list[tuple[str, int, Optional[str]]], validate_only: bool) -> None:
+    def alter(resource_type: int, name: str, ops: Ops, validate_only: bool) -> None:
         if resource_type == RESOURCE_TOPIC:
             if not name:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
