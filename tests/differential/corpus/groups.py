@@ -4,6 +4,7 @@ OffsetFetch (9), DeleteGroups (42), OffsetDelete (47). Every case first waits un
 brokers have a coordinator for its group."""
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from tests.differential.corpus.steps import coordinator_ready, create_topic, produce
@@ -19,12 +20,29 @@ MEMBER_IDS = {
     "members[*].member_id": "member ids carry a random UUID",
     "groups[*].members[*].member_id": "member ids carry a random UUID",
 }
-METADATA = b"\x00\x03subscription-bytes"
-ASSIGNMENT = b"\x00\x03assignment-bytes"
+
+
+def _string(value: str) -> bytes:
+    return struct.pack(">h", len(value)) + value.encode()
+
+
+def subscription(v: Vars) -> bytes:
+    """ConsumerProtocolSubscription v0: the case's topic, null user data (Kafka parses the
+    "consumer" subscriptions when a generation starts)."""
+    return struct.pack(">hi", 0, 1) + _string(v["topic"]) + b"\xff\xff\xff\xff"
+
+
+def assignment(v: Vars) -> bytes:
+    """ConsumerProtocolAssignment v0: partition 0 of the case's topic, null user data."""
+    return struct.pack(">hi", 0, 1) + _string(v["topic"]) + struct.pack(">ii", 1, 0) + b"\xff\xff\xff\xff"
+
+
+METADATA = subscription
+ASSIGNMENT = assignment
 READY = coordinator_ready()
 
 
-def _join(version: int, member_id: Any = "", session_timeout_ms: int = 10000, protocol_type: str = "consumer",
+def _join(version: int, member_id: Any = "", session_timeout_ms: int = 6000, protocol_type: str = "consumer",
           protocols: list | None = None, group_instance_id: str | None = None) -> dict:
     return {"group_id": "{group}", "session_timeout_ms": session_timeout_ms, "rebalance_timeout_ms": 10000,
             "member_id": member_id, "group_instance_id": group_instance_id, "protocol_type": protocol_type,
@@ -45,16 +63,19 @@ def join_steps(version: int = 9, group_instance_id: str | None = None) -> list[S
               save={"member_id": "member_id", "generation_id": "generation_id"})]
 
 
-def _sync(member_id: Any = None, generation: Any = None, assignments: bool = True) -> dict:
+def _sync(member_id: Any = None, generation: Any = None, assignments: bool = True,
+          group_instance_id: str | None = None) -> dict:
     member_id = Var("member_id") if member_id is None else member_id
     return {"group_id": "{group}", "generation_id": Var("generation_id") if generation is None else generation,
-            "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+            "member_id": member_id, "group_instance_id": group_instance_id, "protocol_type": "consumer",
             "protocol_name": "range",
             "assignments": [{"member_id": member_id, "assignment": ASSIGNMENT}] if assignments else []}
 
 
-def stable_steps() -> list[Step]:
-    return [READY, *join_steps(), Step(SYNC_GROUP, 5, _sync(), until=lambda r: r["error_code"] == 0)]
+def stable_steps(group_instance_id: str | None = None) -> list[Step]:
+    """A one-member group, Stable: joined (saves member_id, generation_id) and synced."""
+    return [READY, *join_steps(group_instance_id=group_instance_id),
+            Step(SYNC_GROUP, 5, _sync(group_instance_id=group_instance_id), until=lambda r: r["error_code"] == 0)]
 
 
 def _heartbeat(member_id: Any = None, generation: Any = None) -> dict:
@@ -108,11 +129,10 @@ COMMITTED = [READY, *create_topic(partitions=2), produce(), commit_step()]
 EMPTY_GROUP = COMMITTED
 NOBODY = "nobody"
 
-# Cases that need a completed rebalance (JoinGroup answered with a generation) are not in the
-# corpus: the session's Kafka 3.9 broker (ZooKeeper mode, group.initial.rebalance.delay.ms=0)
-# leaves a first JoinGroup in PreparingRebalance until the 5-minute new-member timeout, so the
-# group APIs are compared on what answers at once: MEMBER_ID_REQUIRED, unknown members and
-# groups, invalid timeouts and protocols, Empty groups with committed offsets.
+# Every subscription and assignment here is valid ConsumerProtocol bytes: Kafka 3.9 parses a
+# "consumer" group's subscriptions when a generation starts (GroupMetadata.computeSubscribedTopics),
+# and garbage there throws out of the join completion and leaves the group in PreparingRebalance
+# until the new-member timeout (5 minutes) — see docs/compatibility.md, "Differential results".
 CASES = [
     Case(f"find_coordinator_v{v}", FIND_COORDINATOR, v, _find(v), setup=[READY]) for v in range(0, 7)
 ] + [
@@ -229,4 +249,127 @@ CASES = [
     Case("offset_delete_v0_unknown_topic", OFFSET_DELETE, 0,
          {"group_id": "{group}", "topics": [{"name": "{topic2}", "partitions": [{"partition_index": 0}]}]},
          setup=COMMITTED),
+]
+
+# --- Completed rebalances: a one-member group joined (generation 1) and, mostly, synced (Stable).
+# Each case has its own group (unique_names), so no case waits on another's members. A second
+# member (a follower) is not compared: its JoinGroup would wait for the first member to rejoin,
+# which a single connection per broker cannot send while it waits.
+STABLE = stable_steps()
+STATIC = "i-1"
+STATIC_STABLE = stable_steps(group_instance_id=STATIC)
+
+
+def _next_generation(v: Vars) -> int:
+    return v["generation_id"] + 1
+
+
+def _previous_generation(v: Vars) -> int:
+    return v["generation_id"] - 1
+
+
+def who(response: dict, variables: Vars) -> dict:
+    """Member ids differ per broker; who is who must not: whether the answer names the joining
+    member as leader, and whether it kept the member id the setup saved."""
+    if "member_id" not in response:
+        return response
+    return {**response, "leader_is_member": response.get("leader") == response["member_id"],
+            "member_id_kept": response["member_id"] == variables.get("member_id")}
+
+
+def _describe() -> dict:
+    return {"groups": ["{group}"], "include_authorized_operations": True}
+
+
+CASES += [
+    # the whole JoinGroup flow: v0-3 join at once, v4+ after MEMBER_ID_REQUIRED
+    Case(f"join_group_v{v}_completed", JOIN_GROUP, v, _join(v, Var("member_id") if v >= 4 else ""),
+         setup=[READY, Step(JOIN_GROUP, v, _join(v), save={"member_id": "member_id"})] if v >= 4 else [READY],
+         allow=MEMBER_IDS, project=who, then=[Step(DESCRIBE_GROUPS, 5, _describe())])
+    for v in range(0, 10)
+] + [
+    Case("join_group_v9_leader_rejoins_stable", JOIN_GROUP, 9, _join(9, Var("member_id")), setup=STABLE,
+         allow=MEMBER_IDS, project=who, then=[Step(DESCRIBE_GROUPS, 5, _describe())]),
+    Case("join_group_v9_rejoin_completing_rebalance", JOIN_GROUP, 9, _join(9, Var("member_id")),
+         setup=[READY, *join_steps()], allow=MEMBER_IDS, project=who),
+] + [
+    Case(f"join_group_v{v}_static_member", JOIN_GROUP, v, _join(v, group_instance_id=STATIC), setup=[READY],
+         allow=MEMBER_IDS, project=who, then=[Step(DESCRIBE_GROUPS, 5, _describe())])
+    for v in range(5, 10)
+] + [
+    Case(f"join_group_v{v}_static_member_rejoins", JOIN_GROUP, v, _join(v, group_instance_id=STATIC),
+         setup=STATIC_STABLE, allow=MEMBER_IDS, project=who, then=[Step(DESCRIBE_GROUPS, 5, _describe())])
+    for v in range(5, 10)
+] + [
+    Case("join_group_v9_static_member_rejoins_with_its_id", JOIN_GROUP, 9,
+         _join(9, Var("member_id"), group_instance_id=STATIC), setup=STATIC_STABLE, allow=MEMBER_IDS, project=who),
+] + [
+    Case(f"sync_group_v{v}_leader", SYNC_GROUP, v, _sync(), setup=[READY, *join_steps()],
+         allow=MEMBER_IDS, then=[Step(DESCRIBE_GROUPS, 5, _describe())])
+    for v in range(0, 6)
+] + [
+    Case("sync_group_v5_static_leader", SYNC_GROUP, 5, _sync(group_instance_id=STATIC),
+         setup=[READY, *join_steps(group_instance_id=STATIC)], allow=MEMBER_IDS),
+    Case("sync_group_v5_stable_again", SYNC_GROUP, 5, _sync(), setup=STABLE, allow=MEMBER_IDS),
+    Case("sync_group_v5_illegal_generation", SYNC_GROUP, 5, _sync(generation=_next_generation),
+         setup=[READY, *join_steps()], allow=MEMBER_IDS),
+    Case("sync_group_v5_inconsistent_protocol", SYNC_GROUP, 5, {**_sync(), "protocol_name": "roundrobin"},
+         setup=[READY, *join_steps()], allow=MEMBER_IDS),
+] + [
+    Case(f"heartbeat_v{v}_stable", HEARTBEAT, v, _heartbeat(), setup=STABLE) for v in range(0, 5)
+] + [
+    Case(f"heartbeat_v{v}_illegal_generation", HEARTBEAT, v, _heartbeat(generation=_next_generation),
+         setup=STABLE) for v in range(0, 5)
+] + [
+    Case("heartbeat_v4_completing_rebalance", HEARTBEAT, 4, _heartbeat(), setup=[READY, *join_steps()]),
+    Case("heartbeat_v4_stable_unknown_member", HEARTBEAT, 4, _heartbeat(member_id=NOBODY), setup=STABLE),
+    Case("heartbeat_v4_static_member", HEARTBEAT, 4, {**_heartbeat(), "group_instance_id": STATIC},
+         setup=STATIC_STABLE),
+] + [
+    Case(f"leave_group_v{v}_member", LEAVE_GROUP, v, _leave(v), setup=STABLE, allow=MEMBER_IDS,
+         then=[Step(DESCRIBE_GROUPS, 5, _describe())])
+    for v in range(0, 6)
+] + [
+    Case("leave_group_v5_static_member", LEAVE_GROUP, 5,
+         {"group_id": "{group}", "members": [{"member_id": "", "group_instance_id": STATIC, "reason": None}]},
+         setup=STATIC_STABLE, allow=MEMBER_IDS, then=[Step(DESCRIBE_GROUPS, 5, _describe())]),
+] + [
+    Case(f"describe_groups_v{v}_stable", DESCRIBE_GROUPS, v, _describe(), setup=STABLE, allow=MEMBER_IDS)
+    for v in range(0, 6)
+] + [
+    Case("describe_groups_v5_completing_rebalance", DESCRIBE_GROUPS, 5, _describe(),
+         setup=[READY, *join_steps()], allow=MEMBER_IDS),
+    Case("describe_groups_v5_static_stable", DESCRIBE_GROUPS, 5, _describe(), setup=STATIC_STABLE,
+         allow=MEMBER_IDS),
+] + [
+    Case(f"list_groups_v{v}_stable", LIST_GROUPS, v, {"states_filter": [], "types_filter": []}, setup=STABLE,
+         project=own_groups) for v in range(0, 6)
+] + [
+    Case("list_groups_v4_stable_filter", LIST_GROUPS, 4, {"states_filter": ["Stable"]}, setup=STABLE,
+         project=own_groups),
+    Case("list_groups_v4_completing_rebalance", LIST_GROUPS, 4, {"states_filter": []},
+         setup=[READY, *join_steps()], project=own_groups),
+] + [
+    Case(f"offset_commit_v{v}_member", OFFSET_COMMIT, v,
+         _commit(v, generation=Var("generation_id"), member_id=Var("member_id")),
+         setup=[READY, *create_topic(partitions=2), *STABLE], then=[Step(OFFSET_FETCH, 8, _fetch_offsets(8))])
+    for v in range(1, 10)
+] + [
+    Case(f"offset_commit_v{v}_stale_generation", OFFSET_COMMIT, v,
+         _commit(v, generation=_previous_generation, member_id=Var("member_id")),
+         setup=[READY, *create_topic(partitions=2), *STABLE], then=[Step(OFFSET_FETCH, 8, _fetch_offsets(8))])
+    for v in (1, 5, 8, 9)
+] + [
+    Case("offset_commit_v8_stable_unknown_member", OFFSET_COMMIT, 8,
+         _commit(8, generation=Var("generation_id"), member_id=NOBODY),
+         setup=[READY, *create_topic(partitions=2), *STABLE]),
+    Case("offset_commit_v8_completing_rebalance", OFFSET_COMMIT, 8,
+         _commit(8, generation=Var("generation_id"), member_id=Var("member_id")),
+         setup=[READY, *create_topic(partitions=2), *join_steps()]),
+    Case("offset_commit_v8_stable_no_generation", OFFSET_COMMIT, 8, _commit(8),
+         setup=[READY, *create_topic(partitions=2), *STABLE]),
+    Case("offset_fetch_v8_stable_member", OFFSET_FETCH, 8, _fetch_offsets(8),
+         setup=[READY, *create_topic(partitions=2), *STABLE,
+                Step(OFFSET_COMMIT, 8, _commit(8, generation=Var("generation_id"), member_id=Var("member_id")))]),
+    Case("delete_groups_v2_stable", DELETE_GROUPS, 2, {"groups_names": ["{group}"]}, setup=STABLE),
 ]
