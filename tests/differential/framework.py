@@ -19,9 +19,11 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from kafkalite.protocol.messages import messages_for
+from tests.harness import BrokerProcess
 from tests.integration.util import parse_records, split_host_port
 
 Vars = dict[str, Any]
@@ -329,3 +331,28 @@ def run_case(session: Session, case: Case, names: Vars) -> Outcome:
             response = session.run_step(step, variables, case.name)
             outcome.followups.append(response if response is not None else {})
     return outcome
+
+
+# Oracle properties that name Kafka's own environment rather than broker behaviour.
+_NOT_SHARED = ("listeners", "advertised.listeners", "log.dirs", "zookeeper.")
+
+
+class ConfiguredBroker(BrokerProcess):
+    """A kafkalite broker reading a given server.properties instead of the packaged one, so a
+    config's value and source (STATIC_BROKER_CONFIG vs DEFAULT_CONFIG) match the oracle's."""
+
+    def __init__(self, config_file: Path, log_dir: Path) -> None:
+        super().__init__(log_dir=log_dir)
+        self.config_file = config_file
+
+    def command(self) -> list[str]:
+        args = super().command()
+        return args[:4] + ["--config", str(self.config_file)] + args[4:]
+
+
+def broker_like(oracle_properties: Mapping[str, str], work: Path) -> ConfiguredBroker:
+    """A kafkalite broker (not started) configured as the oracle is: its server.properties, without
+    the lines naming the oracle's own environment, written to `work`, and its logs under `work`."""
+    config = work / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in oracle_properties.items() if not k.startswith(_NOT_SHARED)))
+    return ConfiguredBroker(config, work / "logs")

@@ -8,34 +8,15 @@ side closes the connection the other must too.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from tests.differential.compare import GLOBAL_ALLOWED, differences
 from tests.differential.corpus import all_cases
-from tests.differential.framework import Case, Session, run_case, unique_names
-from tests.harness import BrokerProcess
+from tests.differential.framework import Case, Session, broker_like, run_case, unique_names
 
 CASES = all_cases()
-
-# Oracle properties that name Kafka's own environment rather than broker behaviour.
-_NOT_SHARED = ("listeners", "advertised.listeners", "log.dirs", "zookeeper.")
-
-
-class ConfiguredBroker(BrokerProcess):
-    """A kafkalite broker reading a given server.properties instead of the packaged one, so a
-    config's value and source (STATIC_BROKER_CONFIG vs DEFAULT_CONFIG) match the oracle's."""
-
-    def __init__(self, config_file: Path, log_dir: Path) -> None:
-        super().__init__(log_dir=log_dir)
-        self.config_file = config_file
-
-    def command(self) -> list[str]:
-        args = super().command()
-        return args[:4] + ["--config", str(self.config_file)] + args[4:]
-
 
 @pytest.fixture(scope="module")
 def kafka(kafka_oracle) -> Iterator[Session]:
@@ -46,11 +27,7 @@ def kafka(kafka_oracle) -> Iterator[Session]:
 
 @pytest.fixture(scope="module")
 def lite(kafka_oracle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    work = tmp_path_factory.mktemp("differential")
-    shared = {k: v for k, v in kafka_oracle.properties.items() if not k.startswith(_NOT_SHARED)}
-    config = work / "server.properties"
-    config.write_text("".join(f"{k}={v}\n" for k, v in shared.items()))
-    with ConfiguredBroker(config, work / "logs") as broker:
+    with broker_like(kafka_oracle.properties, tmp_path_factory.mktemp("differential")) as broker:
         session = Session("kafkalite", broker.bootstrap_servers)
         yield session
         session.close()

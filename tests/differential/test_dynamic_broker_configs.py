@@ -19,11 +19,11 @@ Allowed differences, with reasons:
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import pytest
 
+from tests.differential.framework import broker_like
 from tests.harness import BrokerProcess
 from tests.integration.util import RawClient
 
@@ -37,19 +37,6 @@ KEYS = ["log.retention.ms", "log.retention.hours", "log.segment.bytes", "num.io.
 STATIC = {"num.io.threads": "8", "num.network.threads": "3", "log.retention.hours": "168",
           "log.segment.bytes": "1073741824", "num.recovery.threads.per.data.dir": "1",
           "log.cleaner.backoff.ms": "16000"}
-_NOT_SHARED = ("listeners", "advertised.listeners", "log.dirs", "zookeeper.")
-
-
-class ConfiguredBroker(BrokerProcess):
-    """kafkalite reading a given server.properties (the oracle's) instead of the packaged one."""
-
-    def __init__(self, config_file: Path, log_dir: Path) -> None:
-        super().__init__(log_dir=log_dir)
-        self.config_file = config_file
-
-    def command(self) -> list[str]:
-        args = super().command()
-        return args[:4] + ["--config", str(self.config_file)] + args[4:]
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +48,7 @@ def oracle(zookeeper_server) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def kafkalite(oracle, tmp_path_factory) -> Iterator[BrokerProcess]:
-    d = tmp_path_factory.mktemp("dynamic-configs")
-    props = {k: v for k, v in oracle.properties.items() if not k.startswith(_NOT_SHARED)}
-    (d / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    b = ConfiguredBroker(d / "server.properties", d / "logs")
+    b = broker_like(oracle.properties, tmp_path_factory.mktemp("dynamic-configs"))
     b.start()
     try:
         yield b
