@@ -21,13 +21,11 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -36,6 +34,7 @@ from kafka.partitioner.default import murmur2
 
 from tests.harness import BrokerProcess
 from tests.support import maven
+from tests.support.check_program import CheckRun, run_check
 from tests.support.java_clients import KAFKA_CLIENTS_VERSIONS, NEWEST, kafka_clients_jars
 
 pytestmark = pytest.mark.java
@@ -63,18 +62,7 @@ NEEDED_APIS = {"API_VERSIONS": 18, "METADATA": 3, "PRODUCE": 0, "FETCH": 1, "LIS
 
 # ---- running the Java program ------------------------------------------------------------------
 
-@dataclass
-class JavaRun:
-    command: list[str]
-    returncode: int
-    stdout: str
-    stderr: str
-    events: list[dict[str, Any]] = field(default_factory=list)
-    noise: list[str] = field(default_factory=list)
-
-    def of(self, event: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e.get("event") == event]
-
+class JavaRun(CheckRun):
     def errors(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("event") in ("error", "send_error")]
 
@@ -122,22 +110,8 @@ class JavaClient:
                # The program's own watchdog fires first and reports where it was stuck.
                f"-Dclientcheck.deadline.ms={int((timeout - 10) * 1000)}",
                "-cp", self.classpath, self.main_class, bootstrap, *commands]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                encoding="utf-8", start_new_session=True)
-        timed_out = False
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-        run = JavaRun(cmd, proc.returncode, out, err)
-        for line in out.splitlines():
-            try:
-                run.events.append(json.loads(line))
-            except ValueError:
-                run.noise.append(line)
-        if timed_out:
+        run = run_check(JavaRun, cmd, timeout)
+        if run.timed_out:
             pytest.fail(f"{self.main_class} killed after {timeout}s: {commands}\n{run.report()}")
         return run
 

@@ -13,12 +13,11 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from tests.support.check_program import CheckRun, run_check
 from tests.support.maven import cache_root
 
 GO_DIR = Path(__file__).resolve().parent.parent / "go"
@@ -76,18 +75,7 @@ def build(timeout: float = 600.0) -> Path:
         return binary
 
 
-@dataclass
-class GoRun:
-    command: list[str]
-    returncode: int
-    stdout: str
-    stderr: str
-    events: list[dict[str, Any]] = field(default_factory=list)
-    noise: list[str] = field(default_factory=list)
-
-    def of(self, event: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e.get("event") == event]
-
+class GoRun(CheckRun):
     def errors(self) -> list[dict[str, Any]]:
         return self.of("error")
 
@@ -114,18 +102,7 @@ class GoCheck:
         # The program's own watchdog fires first and reports every goroutine's stack.
         cmd = [str(self.binary), f"-deadline={max(timeout - 10, 5):.0f}s",
                *(["-debug"] if debug else []), bootstrap, *commands]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                encoding="utf-8", start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            err += f"\n[killed after {timeout} s]"
-        run = GoRun(cmd, proc.returncode, out, err)
-        for line in out.splitlines():
-            try:
-                run.events.append(json.loads(line))
-            except ValueError:
-                run.noise.append(line)
+        run = run_check(GoRun, cmd, timeout)
+        if run.timed_out:
+            run.stderr += f"\n[killed after {timeout} s]"
         return run
