@@ -66,10 +66,6 @@ RANGE_DIFFERENCES: dict[int, tuple[tuple[int, int], tuple[int, int], str]] = {
     8: ((0, 9), (1, 10), NEWER + "; v0 stores offsets in ZooKeeper in Kafka 3.9, not implemented"),
     9: ((0, 9), (1, 10), NEWER + "; v0 reads offsets from ZooKeeper in Kafka 3.9, not implemented"),
     15: ((0, 5), (0, 6), NEWER),
-    24: ((0, 5), (0, 4), "v5 (TRANSACTION_ABORTABLE, KIP-890) not implemented"),
-    25: ((0, 4), (0, 3), "v4 (TRANSACTION_ABORTABLE, KIP-890) not implemented"),
-    26: ((0, 4), (0, 3), "v4 (TRANSACTION_ABORTABLE, KIP-890) not implemented"),
-    28: ((0, 4), (0, 3), "v4 (TRANSACTION_ABORTABLE, KIP-890) not implemented"),
     35: ((0, 4), (0, 5), NEWER),
     60: ((0, 1), (0, 2), NEWER),
 }

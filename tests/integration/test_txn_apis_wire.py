@@ -56,8 +56,8 @@ def test_txn_offset_commit_versions_and_require_stable(broker_factory: Any, topi
     broker = broker_factory(UNVERIFIED)
     create_topic(broker.bootstrap_servers, topic_name, num_partitions=2)
     with RawClient(broker.bootstrap_servers) as c:
-        assert c.api_versions()[28] == (0, 3)
-        for v in range(4):
+        assert c.api_versions()[28] == (0, 4)
+        for v in range(5):
             group = f"txg-{v}-{topic_name}"
             find_coordinator(c, group)
             pid = 9000 + v

@@ -338,11 +338,11 @@ def test_end_txn(c: RawClient) -> None:
     txn_id = tid()
     pid, epoch = init_ok(c, txn_id)
     # before any AddPartitions the transaction is Empty: neither commit nor abort
-    for version in range(4):
+    for version in range(5):
         for commit in (True, False):
             assert end_txn(c, txn_id, pid, epoch, commit, version) == INVALID_TXN_STATE
     for version, fenced in ((0, INVALID_PRODUCER_EPOCH), (1, INVALID_PRODUCER_EPOCH), (2, PRODUCER_FENCED),
-                            (3, PRODUCER_FENCED)):
+                            (3, PRODUCER_FENCED), (4, PRODUCER_FENCED)):
         assert end_txn(c, tid(), pid, epoch, True, version) == INVALID_PRODUCER_ID_MAPPING
         assert end_txn(c, "", pid, epoch, True, version) == INVALID_REQUEST
         assert end_txn(c, txn_id, -1, epoch, True, version) == INVALID_PRODUCER_ID_MAPPING

@@ -237,9 +237,11 @@ def test_txn_offset_commit_needs_add_offsets(client: RawClient, topic_name: str,
     find_coordinator(client, group)
     txn = new_txn_id()
     pid, epoch = init_ok(client, txn)
-    for v in range(4):
+    for v in range(5):
+        # KIP-890 part 1: v4 clients get the coordinator's TRANSACTION_ABORTABLE, older ones INVALID_TXN_STATE
+        refused = TRANSACTION_ABORTABLE if v >= 4 else INVALID_TXN_STATE
         assert txn_offset_commit(client, v, txn, group, pid, epoch, {(topic_name, 0): 5, (topic_name, 1): 6}) == {
-            (topic_name, 0): INVALID_TXN_STATE, (topic_name, 1): INVALID_TXN_STATE}
+            (topic_name, 0): refused, (topic_name, 1): refused}
     # nothing written: no pending (unstable) offsets
     assert fetch_stable(client, group, topic_name, [0, 1]) == {0: (-1, NONE), 1: (-1, NONE)}
     r = client.request(AddOffsetsToTxnRequest[3](transactional_id=txn, producer_id=pid, producer_epoch=epoch,

@@ -51,11 +51,11 @@ EXPECTED_RANGES = {
     60: (0, 2),    # DescribeCluster
     35: (0, 5),    # DescribeLogDirs
     # transactions: every version is swept in test_version_sweep_txn.py
-    24: (0, 4),    # AddPartitionsToTxn
-    25: (0, 3),    # AddOffsetsToTxn
-    26: (0, 3),    # EndTxn
+    24: (0, 5),    # AddPartitionsToTxn
+    25: (0, 4),    # AddOffsetsToTxn
+    26: (0, 4),    # EndTxn
     27: (0, 1),    # WriteTxnMarkers
-    28: (0, 3),    # TxnOffsetCommit
+    28: (0, 4),    # TxnOffsetCommit
     61: (0, 0),    # DescribeProducers
     65: (0, 0),    # DescribeTransactions
     66: (0, 1),    # ListTransactions

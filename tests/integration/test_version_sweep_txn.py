@@ -34,6 +34,8 @@ INVALID_TRANSACTION_TIMEOUT = 50
 UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
+INVALID_TXN_STATE = 48
+TRANSACTION_ABORTABLE = 120
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 MAX_TIMEOUT_MS = 60_000
 
@@ -123,21 +125,30 @@ def test_init_producer_id_transactional_each_version(client: RawClient, v: int) 
 
 @pytest.mark.parametrize("v", versions(26))
 def test_transaction_each_version(txn_broker: BrokerProcess, client: RawClient, v: int) -> None:
-    """AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn at version v (0-3 each)."""
-    assert versions(24)[:4] == versions(25) == versions(28) == versions(26)
+    """AddOffsetsToTxn, TxnOffsetCommit and EndTxn at version v (0-4 each), AddPartitionsToTxn at
+    v (0-3; at 4, a client's newest version, 3: v4-5 are the brokers' batched form, swept below)."""
+    assert versions(25) == versions(28) == versions(26) == [0, 1, 2, 3, 4]
+    add_version = min(v, 3)
     topic = _topic(txn_broker, f"flow{v}")
     group = f"sweep-group-{v}-{uuid.uuid4().hex[:6]}"
     txn = _tid(f"flow{v}")
     pid, epoch = init_ok(client, txn)
 
     # a committed transaction over both partitions, with the group's offsets in it
-    assert add_partitions(client, txn, pid, epoch, {topic: [0, 1]}, version=v) == {(topic, 0): NONE, (topic, 1): NONE}
+    assert add_partitions(client, txn, pid, epoch, {topic: [0, 1]}, version=add_version) == \
+        {(topic, 0): NONE, (topic, 1): NONE}
     for partition in (0, 1):
         assert produce_txn(client, txn, topic, partition, pid, epoch, 0, 3).error_code == NONE
+    find_coordinator(client, group)
+    # before AddOffsetsToTxn the group's partition is not in the transaction: verification refuses
+    # the offsets (TRANSACTION_ABORTABLE from v4, KIP-890; INVALID_TXN_STATE before) and writes nothing
+    refused = TRANSACTION_ABORTABLE if v >= 4 else INVALID_TXN_STATE
+    assert txn_offset_commit(client, v, group, pid, epoch, {(topic, 0): 1}, transactional_id=txn) == \
+        {(topic, 0): refused}
+    assert offset_fetch(client, group, topic, [0], 7, require_stable=True) == {0: (-1, NONE)}
     add_offsets = client.request(AddOffsetsToTxnRequest[v](transactional_id=txn, producer_id=pid,
                                                            producer_epoch=epoch, group_id=group))
     assert add_offsets.error_code == NONE
-    find_coordinator(client, group)
     assert txn_offset_commit(client, v, group, pid, epoch, {(topic, 0): 3, (topic, 1): 3}, transactional_id=txn) == \
         {(topic, 0): NONE, (topic, 1): NONE}
     assert offset_fetch(client, group, topic, [0, 1], 7, require_stable=True) == \
@@ -157,7 +168,7 @@ def test_transaction_each_version(txn_broker: BrokerProcess, client: RawClient, 
     assert offset_fetch(client, group, topic, [0, 1], 7, require_stable=True) == {0: (3, NONE), 1: (3, NONE)}
 
     # an aborted one: its records stay in the log, listed as aborted for read_committed fetches
-    assert add_partitions(client, txn, pid, epoch, {topic: [0]}, version=v) == {(topic, 0): NONE}
+    assert add_partitions(client, txn, pid, epoch, {topic: [0]}, version=add_version) == {(topic, 0): NONE}
     assert produce_txn(client, txn, topic, 0, pid, epoch, 3, 2).error_code == NONE
     assert end_txn(client, txn, pid, epoch, commit=False, version=v) == NONE
     wait_state(client, txn, "CompleteAbort")
@@ -170,16 +181,19 @@ def test_transaction_each_version(txn_broker: BrokerProcess, client: RawClient, 
     assert offset_fetch(client, group, topic, [0], 7, require_stable=True) == {0: (3, NONE)}
 
 
-def test_add_partitions_to_txn_v4_batched(txn_broker: BrokerProcess, client: RawClient) -> None:
-    assert versions(24) == [0, 1, 2, 3, 4]
-    topic = _topic(txn_broker, "apv4")
-    txn = _tid("apv4")
+@pytest.mark.parametrize("v", versions(24)[4:])
+def test_add_partitions_to_txn_batched_each_version(txn_broker: BrokerProcess, client: RawClient, v: int) -> None:
+    """v4-5, the brokers' batched form; v5 (KIP-890 part 1) only says the sender understands
+    TRANSACTION_ABORTABLE, which Kafka 3.9's coordinator answers at v4 too."""
+    assert versions(24) == [0, 1, 2, 3, 4, 5]
+    topic = _topic(txn_broker, f"apv{v}")
+    txn = _tid(f"apv{v}")
     pid, epoch = init_ok(client, txn)
     T = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
     Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
 
     def call(verify_only: bool) -> list[tuple[str, str, int, int]]:
-        resp = client.request(AddPartitionsToTxnRequest[4](transactions=[T(
+        resp = client.request(AddPartitionsToTxnRequest[v](transactions=[T(
             transactional_id=txn, producer_id=pid, producer_epoch=epoch, verify_only=verify_only,
             topics=[Topic(name=topic, partitions=[0, 1])])]))
         assert resp.error_code == NONE
@@ -187,7 +201,7 @@ def test_add_partitions_to_txn_v4_batched(txn_broker: BrokerProcess, client: Raw
                 for r in resp.results_by_transaction for t in r.topic_results for p in t.results_by_partition]
 
     # verification before the partitions were added: they are not part of the transaction
-    assert {e[3] for e in call(verify_only=True)} == {120}   # TRANSACTION_ABORTABLE (Kafka 3.8+)
+    assert {e[3] for e in call(verify_only=True)} == {TRANSACTION_ABORTABLE}   # Kafka 3.8+
     assert call(verify_only=False) == [(txn, topic, 0, NONE), (txn, topic, 1, NONE)]
     assert call(verify_only=True) == [(txn, topic, 0, NONE), (txn, topic, 1, NONE)]
     assert end_txn(client, txn, pid, epoch, commit=False) == NONE

@@ -269,7 +269,7 @@ def test_handler_maps_load_in_progress_before_v2() -> None:
     spec = txn_offset_commit.make(SimpleNamespace(group_coordinator=Coordinator(), metadata_cache=Cache()))  # type: ignore[arg-type]
     T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
     P = T.TxnOffsetCommitRequestPartition
-    for v in range(4):
+    for v in range(5):
         req = TxnOffsetCommitRequest[v](
             transactional_id="tx", group_id="g", producer_id=1, producer_epoch=2, generation_id=3, member_id="m",
             group_instance_id="i", topics=[T(name="t", partitions=[P(partition_index=1, committed_offset=5,

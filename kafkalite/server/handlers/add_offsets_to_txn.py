@@ -1,7 +1,8 @@
-"""AddOffsetsToTxn (key 25), v0-3: adds the `__consumer_offsets` partition of the group to the
+"""AddOffsetsToTxn (key 25), v0-4: adds the `__consumer_offsets` partition of the group to the
 transaction (Kafka's KafkaApis: the coordinator's AddPartitions with that one partition), so
 the transaction's markers reach the offsets its TxnOffsetCommits write. PRODUCER_FENCED is
-INVALID_PRODUCER_EPOCH before v2."""
+INVALID_PRODUCER_EPOCH before v2. v4 (KIP-890 part 1) only announces that the client understands
+TRANSACTION_ABORTABLE, which Kafka 3.9's coordinator never answers here: v4 is answered as v3."""
 from __future__ import annotations
 
 from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
@@ -15,7 +16,7 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
 API_KEY = 25
-MIN_VERSION, MAX_VERSION = 0, 3
+MIN_VERSION, MAX_VERSION = 0, 4
 
 
 def make(services: BrokerServices) -> ApiSpec:

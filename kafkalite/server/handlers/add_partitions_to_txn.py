@@ -1,7 +1,9 @@
-"""AddPartitionsToTxn (key 24), v0-4.
+"""AddPartitionsToTxn (key 24), v0-5.
 
-v0-3 (clients): one transaction. v4 (brokers, KIP-890): a batch of transactions, each either
-added or, with verify_only, checked. As Kafka's KafkaApis: clients (v0-3) may not add internal
+v0-3 (clients): one transaction. v4-5 (brokers, KIP-890): a batch of transactions, each either
+added or, with verify_only, checked (a partition not in the transaction: TRANSACTION_ABORTABLE,
+at v4 as at v5 — Kafka 3.9's coordinator answers it whatever the version; v5 only announces that
+the sending broker understands it). As Kafka's KafkaApis: clients (v0-3) may not add internal
 topics (Kafka leaves them out of the topics it authorizes: TOPIC_AUTHORIZATION_FAILED); if any
 partition of a transaction is refused or unknown (UNKNOWN_TOPIC_OR_PARTITION), the others get
 OPERATION_NOT_ATTEMPTED and nothing is added; otherwise every partition gets the coordinator's
@@ -20,7 +22,7 @@ from kafkalite.server.services import BrokerServices
 from kafkalite.server.topic_validation import is_internal
 
 API_KEY = 24
-MIN_VERSION, MAX_VERSION = 0, 4
+MIN_VERSION, MAX_VERSION = 0, 5
 MIN_BATCHED_VERSION = 4
 
 

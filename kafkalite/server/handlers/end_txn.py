@@ -1,5 +1,9 @@
-"""EndTxn (key 26), v0-3: commit or abort. Answered once PrepareCommit/PrepareAbort is durable
-in `__transaction_state`; the markers follow. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2."""
+"""EndTxn (key 26), v0-4: commit or abort. Answered once PrepareCommit/PrepareAbort is durable
+in `__transaction_state`; the markers follow. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+
+v4 (KIP-890 part 1) only tells the broker the client understands TRANSACTION_ABORTABLE; Kafka
+3.9's coordinator never answers it to EndTxn, so v4 is answered as v3. v5 (the epoch bump per
+transaction, KIP-890 part 2) is not implemented."""
 from __future__ import annotations
 
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
@@ -11,7 +15,7 @@ from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
 
 API_KEY = 26
-MIN_VERSION, MAX_VERSION = 0, 3
+MIN_VERSION, MAX_VERSION = 0, 4
 
 
 def make(services: BrokerServices) -> ApiSpec:

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28), v0-3: a transactional producer's consumer offsets
+"""TxnOffsetCommit (key 28), v0-4: a transactional producer's consumer offsets
 (sendOffsetsToTransaction), written to `__consumer_offsets` inside the producer's transaction and
 visible to OffsetFetch only once the transaction commits.
 
@@ -13,9 +13,11 @@ INVALID_PRODUCER_EPOCH from the log append, as from Kafka's.
 Transaction verification (KIP-890, Kafka 3.6+ GroupCoordinator.handleTxnCommitOffsets): once the
 group's status is fine, the group's `__consumer_offsets` partition must be in the producer's
 transaction (AddOffsetsToTxn put it there) unless the producer already has a transaction open on
-it; otherwise every offset is refused (INVALID_TXN_STATE up to v3, where Kafka turns the
-coordinator's TRANSACTION_ABORTABLE into it; PRODUCER_FENCED as INVALID_PRODUCER_EPOCH) and
-nothing is written. Kafka's maybeConvertOffsetCommitError applies to those errors.
+it; otherwise every offset is refused (the coordinator's TRANSACTION_ABORTABLE from v4, KIP-890
+part 1; INVALID_TXN_STATE up to v3, where Kafka turns TRANSACTION_ABORTABLE into it;
+PRODUCER_FENCED as INVALID_PRODUCER_EPOCH) and nothing is written. Kafka's
+maybeConvertOffsetCommitError applies to those errors. v5 (the implicit AddOffsetsToTxn of
+transaction version 2, KIP-890 part 2) is not implemented.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from kafkalite.server.txn_verification import (TransactionVerifier, txn_offset_c
                                                txn_offset_commit_operation)
 
 API_KEY = 28
-MIN_VERSION, MAX_VERSION = 0, 3
+MIN_VERSION, MAX_VERSION = 0, 4
 MIN_LEADER_EPOCH_VERSION = 2
 MIN_MEMBER_VERSION = 3
 MIN_LOAD_IN_PROGRESS_VERSION = 2

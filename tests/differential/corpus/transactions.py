@@ -31,11 +31,12 @@ def _init(transactional_id: str | None = None, timeout_ms: int = 60000, producer
 
 
 def _add_partitions(version: int, topic: str = "{topic}", partitions: tuple = (0,), producer_id: Any = PID,
-                    producer_epoch: Any = EPOCH, transactional_id: str = "{txn}") -> dict:
+                    producer_epoch: Any = EPOCH, transactional_id: str = "{txn}",
+                    verify_only: bool = False) -> dict:
     topics = [{"name": topic, "partitions": list(partitions)}]
     if version >= 4:
         return {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": False, "topics": topics}]}
+                                  "producer_epoch": producer_epoch, "verify_only": verify_only, "topics": topics}]}
     return {"v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id,
             "v3_and_below_producer_epoch": producer_epoch, "v3_and_below_topics": topics}
 
@@ -117,7 +118,13 @@ CASES = [
          _init(producer_id=5, producer_epoch=0)),
 ] + [
     Case(f"add_partitions_to_txn_v{v}", ADD_PARTITIONS, v, _add_partitions(v), setup=[*create_topic(), *TXN_READY])
-    for v in range(0, 5)
+    for v in range(0, 6)
+] + [
+    # KIP-890 part 1: a broker verifying partitions before a transactional append; those not in the
+    # transaction are TRANSACTION_ABORTABLE at v4 as at v5 (v5 only says the sender knows the code)
+    Case(f"add_partitions_to_txn_v{v}_verify_only", ADD_PARTITIONS, v,
+         _add_partitions(v, partitions=(0, 1), verify_only=True),
+         setup=[*create_topic(partitions=2), *TXN_READY, add_partitions_step()]) for v in range(4, 6)
 ] + [
     Case("add_partitions_to_txn_v3_unknown_topic", ADD_PARTITIONS, 3, _add_partitions(3, topic="{topic2}"),
          setup=[*create_topic(), *TXN_READY]),
@@ -137,12 +144,14 @@ CASES = [
          setup=[*create_topic(), *TXN_READY]),
 ] + [
     Case(f"add_offsets_to_txn_v{v}", ADD_OFFSETS, v, _add_offsets(), setup=[*IN_TXN, coordinator_ready()])
-    for v in range(0, 4)
+    for v in range(0, 5)
 ] + [
     Case("add_offsets_to_txn_v3_wrong_producer_id", ADD_OFFSETS, 3, _add_offsets(producer_id=987654),
          setup=[*IN_TXN, coordinator_ready()]),
+    Case("add_offsets_to_txn_v4_wrong_producer_id", ADD_OFFSETS, 4, _add_offsets(producer_id=987654),
+         setup=[*IN_TXN, coordinator_ready()]),
 ] + [
-    Case(f"end_txn_v{v}_commit", END_TXN, v, _end(), setup=WITH_DATA) for v in range(0, 4)
+    Case(f"end_txn_v{v}_commit", END_TXN, v, _end(), setup=WITH_DATA) for v in range(0, 5)
 ] + [
     Case("end_txn_v3_abort", END_TXN, 3, _end(committed=False), setup=WITH_DATA, allow=MARKER_TIME,
          then=[Step(1, 12, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
@@ -155,6 +164,12 @@ CASES = [
                     # EndTxn is answered before the markers are written: wait for the abort marker
                     until=lambda r: r["responses"][0]["partitions"][0]["last_stable_offset"] == 2)]),
     Case("end_txn_v3_no_partitions", END_TXN, 3, _end(), setup=[*create_topic(), *TXN_READY]),
+    Case("end_txn_v4_no_partitions", END_TXN, 4, _end(), setup=[*create_topic(), *TXN_READY]),
+    Case("end_txn_v4_old_epoch", END_TXN, 4, _end(producer_epoch=Var("old_epoch")),
+         setup=[*create_topic(), *TXN_READY,
+                Step(INIT_PRODUCER_ID, 4, _init("{txn}"), until=lambda r: r["error_code"] == 0,
+                     save={"old_epoch": "producer_epoch"}),
+                Step(INIT_PRODUCER_ID, 4, _init("{txn}"), until=lambda r: r["error_code"] == 0)]),
     Case("end_txn_v3_wrong_producer_id", END_TXN, 3, _end(producer_id=4242), setup=WITH_DATA),
     Case("end_txn_v3_unknown_transactional_id", END_TXN, 3,
          {**_end(producer_id=1000, producer_epoch=0), "transactional_id": "{txn}-none"},
@@ -162,10 +177,13 @@ CASES = [
 ] + [
     Case(f"txn_offset_commit_v{v}", TXN_OFFSET_COMMIT, v, _txn_commit(),
          setup=[*IN_TXN, coordinator_ready(), ADD_OFFSETS_STEP])
-    for v in range(0, 4)
+    for v in range(0, 5)
 ] + [
-    Case("txn_offset_commit_v3_without_add_offsets", TXN_OFFSET_COMMIT, 3, _txn_commit(),
-         setup=[*IN_TXN, coordinator_ready()]),
+    # the group's partition was never added (no AddOffsetsToTxn): the coordinator's verification
+    # answers TRANSACTION_ABORTABLE, which Kafka passes on from v4 and turns into INVALID_TXN_STATE before
+    Case(f"txn_offset_commit_v{v}_without_add_offsets", TXN_OFFSET_COMMIT, v, _txn_commit(),
+         setup=[*IN_TXN, coordinator_ready()]) for v in (3, 4)
+] + [
     Case("txn_offset_commit_v3_unknown_member", TXN_OFFSET_COMMIT, 3, _txn_commit(generation_id=1, member_id="m"),
          setup=[*IN_TXN, coordinator_ready(), ADD_OFFSETS_STEP]),
 ] + [
