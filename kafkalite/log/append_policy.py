@@ -1,9 +1,10 @@
-"""Topic-config rules applied to client batches on append (Kafka's LogValidator parts that depend
-on LogConfig): the CreateTime timestamp window (message.timestamp.before/after.max.ms, or the
+"""Record-level rules applied to client batches on append (Kafka's LogValidator parts below the
+batch header): the CreateTime timestamp window (message.timestamp.before/after.max.ms, or the
 deprecated difference.max.ms) and broker-side recompression (compression.type).
 
-Both look inside batches only when the topic asks for it: with the defaults (no timestamp bound,
-compression.type=producer) an append stays per batch and never decodes a record.
+Every client batch's records are walked once (validate_records: their structure, the real
+maximum timestamp; keys and timestamps collected only when the topic is compacted or bounds
+timestamps); no record is ever built on the produce path.
 """
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from typing import Sequence
 from crc32c import crc32c
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.errors import InvalidTimestampError, RecordTooLargeError
+from kafkalite.log.errors import InvalidRecordError, InvalidTimestampError, LogError, RecordTooLargeError
 from kafkalite.log.record_batch import (COMPRESSION_CODEC_MASK, COMPRESSION_GZIP, COMPRESSION_LZ4,
                                         COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,
                                         LOG_OVERHEAD, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, BatchHeader,
-                                        decode_records, split_batches)
+                                        decode_records, record_body, split_batches, walk_records)
 
 LONG_MAX = 2**63 - 1
 CODECS = {"uncompressed": COMPRESSION_NONE, "gzip": COMPRESSION_GZIP, "snappy": COMPRESSION_SNAPPY,
@@ -59,6 +60,66 @@ def check_timestamps(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]]
     if errors:
         raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
                                     record_errors=errors)
+
+
+def validate_records(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]], config: LogConfig,
+                     now_ms: int, partition: str, compacted: bool) -> list[int]:
+    """Kafka's per-record part of LogValidator for client batches: one structural walk over each
+    batch's records (decompressed once when compressed; see record_batch.walk_records), then the
+    record errors of the batch: a null key on a compacted topic, else a CreateTime timestamp
+    outside the topic's window. Returns each batch's real maximum record timestamp (Kafka stamps
+    it into the batch header).
+
+    A compressed batch whose offset deltas are not 0..n-1 and that is kept in its codec makes
+    Kafka 3.9 rebuild it from records read without their keys and values, which fails: an
+    UNKNOWN_SERVER_ERROR, answered the same here."""
+    before = config.effective_timestamp_before_max_ms
+    after = config.effective_timestamp_after_max_ms
+    check_ts = config.message_timestamp_type == "CreateTime" and (before != LONG_MAX or after != LONG_MAX)
+    collect = compacted or check_ts
+    target = CODECS.get(config.compression_type)
+    max_timestamps: list[int] = []
+    for pos, h in batches:
+        compressed = h.compression_type != COMPRESSION_NONE
+        max_ts, in_order, seen = walk_records(record_body(buf, pos, h), h.records_count, h.base_timestamp,
+                                              compressed=compressed, collect=collect)
+        max_timestamps.append(max_ts)
+        if seen:
+            _record_errors(seen, h, now_ms, partition, compacted, check_ts, before, after)
+        if compressed and not in_order and target in (None, h.compression_type):
+            raise LogError(f"Record offsets of a compressed batch in {partition} are not consecutive from 0")
+    return max_timestamps
+
+
+def _record_errors(seen: list[tuple[int, int, bool]], h: BatchHeader, now_ms: int, partition: str,
+                   compacted: bool, check_ts: bool, before: int, after: int) -> None:
+    """LogValidator.validateRecord's errors for one batch and processRecordErrors' answer."""
+    errors: list[tuple[int, str | None]] = []
+    any_timestamp = False
+    key_msg = f"Compacted topic cannot accept message without key in topic partition {partition}"
+    for index, (ts, offset_delta, has_key) in enumerate(seen):
+        if compacted and not has_key:
+            errors.append((index, key_msg))
+        elif check_ts and ts != NO_TIMESTAMP:
+            diff = _long(now_ms - ts)
+            if diff > before or _long(-diff) > after:
+                any_timestamp = True
+                errors.append((index, f"Timestamp {ts} of message with offset {h.base_offset + offset_delta} is out "
+                                      f"of range. The timestamp should be within [{_long(now_ms - before)}, "
+                                      f"{_long(now_ms + after)}]"))
+    if not errors:
+        return
+    if any_timestamp:
+        raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
+                                    record_errors=errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message={'null' if m is None else repr_java(m)})"
+                      for i, m in errors[:3])
+    raise InvalidRecordError(f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                             f"and only showing the first three errors at most: [{shown}]", record_errors=errors)
+
+
+def repr_java(message: str) -> str:
+    return "'" + message + "'"
 
 
 _JAVA_GZIP_HEADER = bytes((0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF))   # no mtime, XFL 0, OS unknown

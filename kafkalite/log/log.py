@@ -23,14 +23,14 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
-from kafkalite.log.append_policy import apply_compression_type, check_timestamps
+from kafkalite.log.append_policy import apply_compression_type, validate_records
 from kafkalite.log.errors import (InconsistentTopicIdError, InvalidRecordError, LogError,
                                   OffsetOutOfRangeError, OffsetsOutOfOrderError,
                                   RecordBatchTooLargeError, UnexpectedAppendOffsetError)
 from kafkalite.log.producer_state import (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION,
                                           CompletedTxn, EndTxnMarker, ProducerStateManager)
 from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader,
-                                        check_decompresses, decode_records, parse_end_txn_marker,
+                                        parse_end_txn_marker, parse_header, set_max_timestamp,
                                         split_batches, stamped_header, validate_batch)
 from kafkalite.log.producer_snapshot import (CorruptSnapshotError, list_snapshots, read_snapshot,
                                              snapshot_file, write_snapshot)
@@ -113,6 +113,20 @@ def _as_byte_view(records: bytes | bytearray | memoryview) -> memoryview:
     if not mv.c_contiguous:
         mv = memoryview(mv.tobytes())
     return mv
+
+
+def _with_max_timestamps(mv: memoryview, batches: list[tuple[int, BatchHeader]],
+                         max_timestamps: list[int]) -> tuple[memoryview, list[tuple[int, BatchHeader]]]:
+    """A copy of the payload whose batches carry their records' real maximum timestamp (CRC
+    recomputed where it changed), with the batches' headers updated."""
+    buf = bytearray(mv)
+    out: list[tuple[int, BatchHeader]] = []
+    for (pos, h), max_ts in zip(batches, max_timestamps):
+        if max_ts != h.max_timestamp:
+            set_max_timestamp(buf, pos, max_ts)
+            h = parse_header(buf, pos)
+        out.append((pos, h))
+    return memoryview(bytes(buf)), out
 
 
 def _base_offset_of(name: str) -> int | None:
@@ -361,14 +375,14 @@ class Log:
                     raise InvalidRecordError(
                         "A transaction marker must be a transactional batch with a producer id")
                 markers[pos] = EndTxnMarker(*parse_end_txn_marker(mv[pos:pos + h.size], h))
-        if from_client and self._is_compacted:
-            self._check_keys(mv, batches)       # decodes (so decompresses) every batch
-        elif from_client:
-            for pos, h in batches:
-                check_decompresses(mv, pos, h)
         if from_client:
-            # topic configs on record contents: the timestamp window, broker-side compression.type
-            check_timestamps(mv, batches, config, now_ms)
+            # one walk over each batch's records: their structure, compacted-topic keys, the
+            # timestamp window; then the records' real maximum timestamp in the header (Kafka's
+            # LogValidator stamps it) and broker-side compression.type
+            max_timestamps = validate_records(mv, batches, config, now_ms, self.name, self._is_compacted)
+            if config.message_timestamp_type == "CreateTime" and \
+                    any(m != h.max_timestamp for m, (_pos, h) in zip(max_timestamps, batches)):
+                mv, batches = _with_max_timestamps(mv, batches, max_timestamps)
             recompressed = apply_compression_type(mv, batches, config, self.name)
             if recompressed is not None:
                 mv, batches, valid_bytes = recompressed
@@ -468,18 +482,6 @@ class Log:
         return LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, -1,
                              self._log_start_offset, len(batches), valid_bytes, False,
                              sum(h.last_offset_delta + 1 for h in headers))
-
-    def _check_keys(self, mv: memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
-        """Compacted topics refuse records without a key (LogValidator.validateKey). This is
-        the one produce-path check that decodes records, as in Kafka."""
-        msg = f"Compacted topic cannot accept message without key in topic partition {self.name}."
-        errors: list[tuple[int, str | None]] = []
-        for pos, h in batches:
-            for i, r in enumerate(decode_records(mv[pos:pos + h.size], h)):
-                if r.key is None:
-                    errors.append((i, msg))
-        if errors:
-            raise InvalidRecordError(msg, record_errors=errors)
 
     def _check_open(self) -> None:
         if self._closed:

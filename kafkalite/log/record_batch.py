@@ -5,8 +5,10 @@ The broker works per batch, never per record, on the produce and fetch paths: it
 ``partitionLeaderEpoch`` — both outside the CRC, so no checksum work. LogAppendTime stamping
 changes ``attributes`` and ``maxTimestamp``, which are inside the CRC, so that path recomputes it.
 
-Records inside a batch are decoded only where the broker must look (offset-for-timestamp inside
-one batch, compacted-topic key checks, tests): :func:`decode_records`.
+A client's batch is also walked once, record by record but without building records
+(:func:`walk_records`: varints skipped, lengths and counts checked, the real maximum timestamp
+taken), as Kafka's LogValidator iterates it. Records are decoded only where the broker must look
+(offset-for-timestamp inside one batch, tests): :func:`decode_records`.
 
 Layout (big-endian)::
 
@@ -24,7 +26,7 @@ from typing import Iterator, NamedTuple, Sequence
 from crc32c import crc32c
 
 from kafkalite.log.errors import (CorruptRecordError, DecompressionError, InvalidRecordError,
-                                  InvalidTimestampError, RecordTooLargeError)
+                                  InvalidTimestampError, LogError, RecordTooLargeError)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -357,6 +359,159 @@ def check_decompresses(buf: memoryview, pos: int, h: BatchHeader) -> None:
     batch never reaches its log; this is that check without decoding the records."""
     if h.compression_type != COMPRESSION_NONE:
         _decompress(h.compression_type, buf[pos + RECORD_BATCH_OVERHEAD:pos + h.size])
+
+
+_INVALID_STRUCTURE = "Found invalid record structure"
+
+
+def _varint_tail(buf: Buffer, pos: int, first: int, max_bytes: int) -> tuple[int, int]:
+    """The rest of a zig-zag varint whose first byte ``first`` (at ``pos - 1``) has the
+    continuation bit: Kafka's ByteUtils.readVarint (``max_bytes`` 5, an int: bits past 32 are
+    dropped) or readVarlong (10). Raises ValueError for a longer varint, IndexError at the end."""
+    raw = first & 0x7F
+    shift = 7
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift >= 7 * max_bytes:
+            raise ValueError("Varint is too long")
+    if max_bytes == 5:
+        raw &= 0xFFFFFFFF
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def walk_records(body: Buffer, count: int, base_timestamp: int, *, compressed: bool,
+                 collect: bool = False) -> tuple[int, bool, list[tuple[int, int, bool]] | None]:
+    """Check the structure of ``count`` records in ``body`` (one batch's records, decompressed)
+    without building them, as Kafka's LogValidator does while iterating a client batch: varints,
+    each record's length against its fields and the batch's end, no negative header count or
+    header key size, exactly ``count`` records and no bytes left over.
+
+    One- and two-byte varints are read inline (the common case); no object is made per record
+    unless ``collect``. Returns ``(max_timestamp, offsets_in_order, seen)``: the largest record
+    timestamp, whether the offset deltas are 0..count-1, and (with ``collect``)
+    ``(timestamp, offset_delta, has_key)`` per record. A malformed record is INVALID_RECORD (no
+    message reaches the client); a length varint longer than 5 bytes in an uncompressed batch
+    escapes Kafka's iterator as an IllegalArgumentException, so UNKNOWN_SERVER_ERROR there
+    (LogError).
+    """
+    n = len(body)
+    pos = 0
+    max_delta = None
+    in_order = True
+    seen: list[tuple[int, int, bool]] | None = [] if collect else None
+    tail = _varint_tail
+    index = 0
+    try:
+        while index < count:
+            b = body[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif body[pos + 1] < 0x80:                   # two bytes: records up to 8 KB
+                raw = (b & 0x7F) | (body[pos + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
+            else:
+                try:
+                    length, pos = tail(body, pos + 1, b, 5)
+                except ValueError:
+                    if compressed:
+                        raise
+                    raise LogError("Varint is too long in a record length") from None
+            end = pos + length
+            if length < 0 or end > n:
+                raise InvalidRecordError(_INVALID_STRUCTURE)
+            b = body[pos + 1]                               # after attributes (not checked by Kafka)
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                ts_delta, pos = tail(body, pos + 2, b, 10)
+            b = body[pos]
+            if b < 0x80:
+                if b != index << 1:
+                    in_order = False
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                offset_delta, pos = tail(body, pos + 1, b, 5)
+                if offset_delta != index:
+                    in_order = False
+            b = body[pos]
+            if b < 0x80:
+                key_len = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                key_len, pos = tail(body, pos + 1, b, 5)
+            if key_len > 0:
+                pos += key_len
+            b = body[pos]
+            if b < 0x80:
+                pos += 1
+                if not b & 1:
+                    pos += b >> 1
+            elif body[pos + 1] < 0x80:
+                raw = (b & 0x7F) | (body[pos + 1] << 7)
+                pos += 2
+                if not raw & 1:
+                    pos += raw >> 1
+            else:
+                value_len, pos = tail(body, pos + 1, b, 5)
+                if value_len > 0:
+                    pos += value_len
+            b = body[pos]
+            pos += 1
+            if b:       # header count: 0 is the one-byte varint 0
+                headers, pos = ((b >> 1) ^ -(b & 1), pos) if b < 0x80 else tail(body, pos, b, 5)
+                if headers < 0:
+                    raise InvalidRecordError(_INVALID_STRUCTURE)
+                for _h in range(headers):
+                    b = body[pos]
+                    pos += 1
+                    hk, pos = ((b >> 1) ^ -(b & 1), pos) if b < 0x80 else tail(body, pos, b, 5)
+                    if hk < 0:
+                        raise InvalidRecordError(_INVALID_STRUCTURE)
+                    pos += hk
+                    b = body[pos]
+                    pos += 1
+                    hv, pos = ((b >> 1) ^ -(b & 1), pos) if b < 0x80 else tail(body, pos, b, 5)
+                    if hv > 0:
+                        pos += hv
+            if pos != end:
+                raise InvalidRecordError(_INVALID_STRUCTURE)
+            if max_delta is None or ts_delta > max_delta:
+                max_delta = ts_delta
+            if seen is not None:
+                seen.append((base_timestamp + ts_delta, offset_delta, key_len >= 0))
+            index += 1
+    except (IndexError, ValueError):
+        raise InvalidRecordError(_INVALID_STRUCTURE) from None
+    if pos != n:
+        raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+    max_ts = NO_TIMESTAMP if max_delta is None else max(NO_TIMESTAMP, base_timestamp + max_delta)
+    return max_ts, in_order, seen
+
+
+def record_body(buf: Buffer, pos: int, h: BatchHeader) -> Buffer:
+    """The records of the batch at ``pos``: a slice, or decompressed once."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    body = mv[pos + RECORD_BATCH_OVERHEAD:pos + h.size]
+    if h.compression_type != COMPRESSION_NONE:
+        return _decompress(h.compression_type, body)
+    return body
+
+
+def set_max_timestamp(buf: bytearray, pos: int, max_timestamp: int) -> None:
+    """Rewrite a CreateTime batch's maxTimestamp in place and its CRC (Kafka's
+    DefaultRecordBatch.setMaxTimestamp, as LogValidator stamps the records' real maximum)."""
+    size = _I32.unpack_from(buf, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
 
 
 def decode_records(batch: Buffer, header: BatchHeader | None = None) -> list[Record]:

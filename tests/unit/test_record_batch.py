@@ -297,3 +297,51 @@ def test_roundtrip_property(records: list, codec: int, base: int, epoch: int, st
     else:
         assert [r.timestamp for r in got] == [stamp] * len(records)
     validate_batch(out, 0, parse_header(out), from_client=False)
+
+
+# -- the structural walk over a client batch's records (LogValidator's iteration) ------------
+
+def _walk(batch: bytes, **kwargs):
+    from kafkalite.log.record_batch import walk_records
+    h = parse_header(batch)
+    return walk_records(memoryview(batch)[RECORD_BATCH_OVERHEAD:h.size], h.records_count, h.base_timestamp,
+                        compressed=False, **kwargs)
+
+
+def test_walk_records_well_formed() -> None:
+    batch = kp_batch(5, headers=[("h", b"v"), ("n", None)])
+    max_ts, in_order, seen = _walk(batch, collect=True)
+    assert max_ts == 1_700_000_000_000 + 4 * 7 and in_order
+    assert seen == [(r.timestamp, r.offset, True) for r in decode_records(batch)]
+    big = build_batch([(None, b"x" * 300, 5), (b"k", None, 9)])      # two-byte varints, null key
+    assert _walk(big, collect=True) == (9, True, [(5, 0, False), (9, 1, True)])
+
+
+@pytest.mark.parametrize("extra, count_delta", [(b"\x00\x00", 0), (b"", 1), (b"", -1)])
+def test_walk_records_count_and_leftover_bytes(extra: bytes, count_delta: int) -> None:
+    from kafkalite.log.record_batch import walk_records
+    batch = build_batch([(b"k", b"v", 1), (b"k", b"w", 2)])
+    body = batch[RECORD_BATCH_OVERHEAD:] + extra
+    with pytest.raises(errors.InvalidRecordError):
+        walk_records(body, 2 + count_delta, 0, compressed=False)
+
+
+def test_walk_records_length_varint_too_long() -> None:
+    from kafkalite.log.record_batch import walk_records
+    body = b"\xff" * 6 + b"\x01"
+    with pytest.raises(errors.LogError) as e:      # Kafka: an IllegalArgumentException escapes
+        walk_records(body, 1, 0, compressed=False)
+    assert e.value.error_code == -1
+    with pytest.raises(errors.InvalidRecordError):
+        walk_records(body, 1, 0, compressed=True)
+
+
+def test_walk_records_negative_header_count_and_short_record() -> None:
+    from kafkalite.log.record_batch import walk_records
+    record = bytes([0, 0, 0, 2]) + b"k" + bytes([2]) + b"v" + bytes([1])     # header count -1
+    with pytest.raises(errors.InvalidRecordError):
+        walk_records(bytes([len(record) << 1]) + record, 1, 0, compressed=False)
+    ok = bytes([0, 0, 0, 2]) + b"k" + bytes([2]) + b"v" + bytes([0])
+    assert walk_records(bytes([len(ok) << 1]) + ok, 1, 0, compressed=False)[0] == 0
+    with pytest.raises(errors.InvalidRecordError):
+        walk_records(bytes([(len(ok) - 1) << 1]) + ok, 1, 0, compressed=False)
