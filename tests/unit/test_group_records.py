@@ -8,8 +8,9 @@ GroupMetadataKey/Value), field by field, big-endian:
   array -> varint (count + 1); every struct ends with its tagged-field count (varint 0 here).
 A key starts with its int16 record type (1 = offset commit, 2 = group metadata), a value with
 its int16 version. The kafka-clients jar (the newest version of tests/support/java_clients.py,
-from Maven Central) does not ship these record classes, so the jar is used for what it does contain: String.hashCode + Utils.abs (partition_for), Kafka's own
-protocol.types encoder for the flexible layout, and ConsumerProtocol subscriptions.
+from Maven Central) does not ship these record classes, so the jar is used for what it does
+contain: String.hashCode + Utils.abs (partition_for), Kafka's own protocol.types encoder for the
+flexible layout, and ConsumerProtocol subscriptions.
 """
 from __future__ import annotations
 
@@ -331,8 +332,8 @@ def _group_ids() -> list[str]:
 
 @pytest.fixture(scope="module")
 def java_ref() -> dict[str, list[list[str]]]:
-    if shutil.which("java") is None:
-        pytest.skip("needs java")
+    # No skip: like the Java client tests, a missing JDK fails (scripts/test.sh installs one).
+    assert shutil.which("java") is not None, "needs Java (scripts/test.sh installs default-jdk-headless)"
     cp = maven.classpath(kafka_clients_jars(NEWEST_JAVA_CLIENT))
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "GroupRecordsRef.java"
