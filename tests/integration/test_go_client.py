@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_java_client import (BASE_TS, N, NUM_PARTITIONS, expected_headers,
-                                                expected_layout, expected_value, java_partition)
+from tests.integration.test_java_client import (BASE_TS, N, NUM_PARTITIONS, assert_records_as_sent,
+                                                expected_headers, expected_layout, expected_value,
+                                                java_partition)
 from tests.support.gocheck import GoBuildError, GoCheck, GoRun, build
 
 ZERO_TOPIC_ID = base64.b64encode(bytes(16)).decode()  # kadm's TopicID.String() of Uuid.ZERO
@@ -201,15 +202,10 @@ def test_produce_consume_roundtrip(gocheck: GoCheck, roundtrip_target: Target, c
     # -- consumer's view: exact records, batches compressed with the producer's codec --
     by_partition = records_by_partition(run.of("record"))
     assert sorted(by_partition) == sorted(layout)
-    for p, idxs in layout.items():
-        got = by_partition[p]
-        assert [r["offset"] for r in got] == list(range(len(idxs))), f"partition {p} offsets"
-        assert [r["key"] for r in got] == [f"k-{i}" for i in idxs], f"partition {p} order"
-        for r, i in zip(got, idxs):
-            assert r["value"] == expected_value(i), r
-            assert r["headers"] == expected_headers(i), r
-            assert (r["timestamp"], r["timestampType"]) == (ts_of[i], "CREATE_TIME"), r
-            assert r["leaderEpoch"] == 0 and r["transactional"] is False, r
+    assert_records_as_sent(by_partition, layout, ts_of)
+    for p in layout:
+        for r in by_partition[p]:
+            assert r["transactional"] is False, r
             assert r["compression"] == compression, r
             if idempotent:
                 assert (r["producerId"], r["producerEpoch"]) == (pid, 0), r

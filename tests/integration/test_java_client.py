@@ -185,6 +185,23 @@ def expected_headers(i: int) -> list[list[Optional[str]]]:
             ["nil", None]]  # mirrors ClientCheck.headersFor; values hex, null stays null
 
 
+def assert_records_as_sent(by_partition: dict[int, list[dict[str, Any]]], layout: dict[int, list[int]],
+                           ts_of: dict[int, int]) -> None:
+    """Every partition of `layout` holds its records at offsets 0.. in send order, each with the
+    key, value, headers and CreateTime timestamp the check program sent, in a batch stamped with
+    leader epoch 0 (ZooKeeper-mode Kafka stamps batches with the leader epoch, 0 for a new
+    topic). Shared by the Java and Go client tests; each adds its own per-record checks."""
+    for p, idxs in layout.items():
+        got = by_partition[p]
+        assert [r["offset"] for r in got] == list(range(len(idxs))), f"partition {p} offsets"
+        assert [r["key"] for r in got] == [f"k-{i}" for i in idxs], f"partition {p} order"
+        for r, i in zip(got, idxs):
+            assert r["value"] == expected_value(i), r
+            assert r["headers"] == expected_headers(i), r
+            assert (r["timestamp"], r["timestampType"]) == (ts_of[i], "CREATE_TIME"), r
+            assert r["leaderEpoch"] == 0, r
+
+
 def expected_layout(n: int = N) -> dict[int, list[int]]:
     """Partition -> record indexes in send order (= offset order: one producer, in order)."""
     layout: dict[int, list[int]] = defaultdict(list)
@@ -368,17 +385,10 @@ def test_produce_consume_roundtrip(java_client: JavaClient, broker: BrokerProces
     for r in records:
         assert r["topic"] == t
         by_partition[r["partition"]].append(r)
-    for p, idxs in layout.items():
-        got = by_partition[p]
-        assert [r["offset"] for r in got] == list(range(len(idxs))), f"partition {p} offsets"
-        assert [r["key"] for r in got] == [f"k-{i}" for i in idxs], f"partition {p} order"
-        for r, i in zip(got, idxs):
-            assert r["value"] == expected_value(i), r
-            assert r["headers"] == expected_headers(i), r
-            assert r["timestamp"] == ts_of[i] and r["timestampType"] == "CREATE_TIME", r
-            # ZooKeeper-mode Kafka stamps batches with the leader epoch, 0 for a new topic.
-            assert r["leaderEpoch"] == 0, r
-            if acks != "0":
+    assert_records_as_sent(by_partition, layout, ts_of)
+    if acks != "0":
+        for p, idxs in layout.items():
+            for r, i in zip(by_partition[p], idxs):
                 assert r["offset"] == sent[i]["offset"]
     assert sorted(by_partition) == sorted(layout)
 
