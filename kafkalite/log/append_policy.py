@@ -19,7 +19,7 @@ from kafkalite.log.errors import InvalidRecordError, InvalidTimestampError, LogE
 from kafkalite.log.record_batch import (COMPRESSION_CODEC_MASK, COMPRESSION_GZIP, COMPRESSION_LZ4,
                                         COMPRESSION_NONE, COMPRESSION_SNAPPY, COMPRESSION_ZSTD,
                                         LOG_OVERHEAD, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, BatchHeader,
-                                        decode_records, record_body, split_batches, walk_records)
+                                        record_body, split_batches, walk_records)
 
 LONG_MAX = 2**63 - 1
 CODECS = {"uncompressed": COMPRESSION_NONE, "gzip": COMPRESSION_GZIP, "snappy": COMPRESSION_SNAPPY,
@@ -36,30 +36,6 @@ def _long(x: int) -> int:
     """Java long arithmetic wraps."""
     x &= (1 << 64) - 1
     return x - (1 << 64) if x >= 1 << 63 else x
-
-
-def check_timestamps(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]], config: LogConfig,
-                     now_ms: int) -> None:
-    """INVALID_TIMESTAMP with a record error per CreateTime record outside
-    [now - before.max.ms, now + after.max.ms] (LogValidator.validateTimestamp)."""
-    before = config.effective_timestamp_before_max_ms
-    after = config.effective_timestamp_after_max_ms
-    if config.message_timestamp_type != "CreateTime" or (before == LONG_MAX and after == LONG_MAX):
-        return
-    errors: list[tuple[int, str | None]] = []
-    for pos, h in batches:
-        for index, record in enumerate(decode_records(buf[pos:pos + h.size], h)):
-            ts = record.timestamp
-            if ts == NO_TIMESTAMP:
-                continue
-            diff = _long(now_ms - ts)
-            if diff > before or _long(-diff) > after:
-                errors.append((index, f"Timestamp {ts} of message with offset {record.offset} is out of range. "
-                                      f"The timestamp should be within [{_long(now_ms - before)}, "
-                                      f"{_long(now_ms + after)}]"))
-    if errors:
-        raise InvalidTimestampError("One or more records have been rejected due to invalid timestamp",
-                                    record_errors=errors)
 
 
 def validate_records(buf: memoryview, batches: Sequence[tuple[int, BatchHeader]], config: LogConfig,
@@ -147,18 +123,10 @@ def _encode(codec: int, data: bytes) -> bytes:
     return data
 
 
-def _decoded_body(buf: memoryview, pos: int, h: BatchHeader) -> bytes:
-    from kafkalite.log.record_batch import _decompress   # the log's one decompressor
-    body = buf[pos + RECORD_BATCH_OVERHEAD:pos + h.size]
-    if h.compression_type == COMPRESSION_NONE:
-        return bytes(body)
-    return _decompress(h.compression_type, body)
-
-
 def recompress_batch(buf: memoryview, pos: int, h: BatchHeader, codec: int) -> bytes:
     """The batch with its records' bytes re-encoded with `codec`; every other header field is
     kept (offsets, timestamps, producer id/epoch/sequence, transactional flag), CRC recomputed."""
-    payload = _encode(codec, _decoded_body(buf, pos, h))
+    payload = _encode(codec, bytes(record_body(buf, pos, h)))
     attributes = (h.attributes & ~COMPRESSION_CODEC_MASK) | codec
     tail = bytearray(buf[pos + 21:pos + RECORD_BATCH_OVERHEAD])     # attributes .. recordsCount
     _I16.pack_into(tail, 0, attributes)

@@ -8,7 +8,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.append_policy import check_timestamps, recompress_batch
+from kafkalite.log.append_policy import recompress_batch, validate_records
 from kafkalite.log.errors import InvalidTimestampError, RecordTooLargeError
 from kafkalite.log.log import Log
 from kafkalite.log.record_batch import decode_records, parse_header, split_batches, validate_batch
@@ -66,7 +66,7 @@ def test_unbounded_side_prints_java_long_arithmetic() -> None:
         raw = batch([ts])
         mv = memoryview(raw)
         with pytest.raises(InvalidTimestampError) as exc:
-            check_timestamps(mv, split_batches(mv)[0], cfg, NOW)
+            validate_records(mv, split_batches(mv)[0], cfg, NOW, "t-0", compacted=False)
         return exc.value.record_errors[0][1]
 
     assert errors(LogConfig(message_timestamp_after_max_ms=0), NOW + 10).endswith(
