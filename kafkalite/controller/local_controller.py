@@ -16,8 +16,8 @@ from kafkalite.controller.metadata_store import MetadataStore, PartitionState, T
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_manager import ReplicaManager
-from kafkalite.server.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo, TopicInfo
-from kafkalite.server.topic_validation import is_internal, topic_name_error, unify_collision_chars
+from kafkalite.cluster.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo, TopicInfo
+from kafkalite.cluster.topic_validation import is_internal, topic_name_error, unify_collision_chars
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from kafkalite.server.handlers import describe_producers, txn_offset_commit
 from kafkalite.server.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
                                        list_transactions, write_txn_markers)
 from kafkalite.server.kafka_apis import KafkaApis
-from kafkalite.server.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+from kafkalite.cluster.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.server.scheduler import Scheduler
 from kafkalite.server.services import BrokerServices
 

@@ -13,7 +13,7 @@ from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdMana
 from kafkalite.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from kafkalite.replica.replica_manager import ReplicaManager
 from kafkalite.server.fetch_session import FetchSessionCache
-from kafkalite.server.metadata_cache import MetadataCache
+from kafkalite.cluster.metadata_cache import MetadataCache
 
 
 @dataclass

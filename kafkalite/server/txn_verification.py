@@ -30,7 +30,7 @@ from kafkalite.log.record_batch import (ATTRIBUTES_OFFSET, RECORD_BATCH_OVERHEAD
                                         parse_header)
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
-from kafkalite.server.topic_validation import TRANSACTION_STATE_TOPIC_NAME
+from kafkalite.cluster.topic_validation import TRANSACTION_STATE_TOPIC_NAME
 
 
 class TransactionSupportedOperation(enum.Enum):

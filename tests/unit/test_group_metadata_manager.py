@@ -27,7 +27,7 @@ from kafkalite.log.record_batch import build_batch
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_manager import ReplicaManager
-from kafkalite.server.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+from kafkalite.cluster.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 
 OFFSETS_PARTITIONS = 50
 T0 = 1_700_000_000_000

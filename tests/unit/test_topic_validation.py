@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalite.server.topic_validation import (GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS, MAX_NAME_LENGTH,
+from kafkalite.cluster.topic_validation import (GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS, MAX_NAME_LENGTH,
                                                TRANSACTION_STATE_TOPIC_NAME, has_collision,
                                                has_collision_chars, is_internal, topic_name_error,
                                                unify_collision_chars)

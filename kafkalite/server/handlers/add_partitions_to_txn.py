@@ -19,7 +19,7 @@ from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.server.topic_validation import is_internal
+from kafkalite.cluster.topic_validation import is_internal
 
 API_KEY = 24
 MIN_VERSION, MAX_VERSION = 0, 5

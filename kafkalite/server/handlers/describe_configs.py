@@ -22,7 +22,7 @@ from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.server.topic_validation import topic_name_error
+from kafkalite.cluster.topic_validation import topic_name_error
 
 API_KEY = 32
 MIN_VERSION, MAX_VERSION = 0, 4

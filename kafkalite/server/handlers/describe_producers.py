@@ -20,7 +20,7 @@ from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.server.topic_validation import topic_name_error
+from kafkalite.cluster.topic_validation import topic_name_error
 
 UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
 

@@ -13,7 +13,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.server.topic_validation import GROUP_METADATA_TOPIC_NAME, is_internal, topic_name_error
+from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME, is_internal, topic_name_error
 
 API_KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 13

@@ -25,7 +25,7 @@ from kafkalite.server.handler import ApiSpec
 from kafkalite.server.handlers.metadata import ZERO_UUID
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.server.topic_validation import is_internal
+from kafkalite.cluster.topic_validation import is_internal
 from kafkalite.server.txn_verification import (TransactionVerifier, produce_error, produce_operation,
                                                transactional_producer)
 

@@ -32,7 +32,7 @@ from kafkalite.server.handler import ApiSpec
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.server.topic_validation import GROUP_METADATA_TOPIC_NAME
+from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME
 from kafkalite.server.txn_verification import (TransactionVerifier, txn_offset_commit_error,
                                                txn_offset_commit_operation)
 
