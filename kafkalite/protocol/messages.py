@@ -2,6 +2,8 @@
 
 kafka-python >= 3 ships Apache Kafka's JSON message specs and generates encoders/decoders from
 them; the broker uses the same classes in the other direction (decode requests, encode responses).
+The inter-broker APIs kafka-python lacks (LeaderAndIsr, StopReplica, UpdateMetadata,
+ControlledShutdown, AlterPartition) come from our own specs, in :mod:`kafkalite.protocol.inter_broker`.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ _CODEC_MODULES = (
     "kafka.protocol.producer",
     "kafka.protocol.consumer",
     "kafka.protocol.admin",
+    "kafkalite.protocol.inter_broker",
 )
 
 
