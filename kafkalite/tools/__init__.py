@@ -1,12 +1,13 @@
 """Command-line tools over the Kafka protocol (clients of any Kafka-compatible broker, never
 readers of its files): `kafkalite topics`, `configs`, `console-producer`, `console-consumer`,
-`groups`, `records`. Each module registers its sub-command; the client library is imported only
-when a tool runs."""
+`groups`, `records`; and `kafkalite zookeeper`, a local ZooKeeper for a cluster. Each module
+registers its sub-command; the client library is imported only when a tool runs."""
 from __future__ import annotations
 
 import argparse
 
-TOOL_MODULES = ("topics", "configs", "console_producer", "console_consumer", "groups", "records")
+TOOL_MODULES = ("topics", "configs", "console_producer", "console_consumer", "groups", "records",
+                "local_zookeeper")
 
 
 def register_all(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
