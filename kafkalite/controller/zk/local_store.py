@@ -1,0 +1,512 @@
+"""An in-process znode tree behind the ZNodeStore interface: the embedded single-node mode runs the
+same controller code over it as a cluster runs over ZooKeeper.
+
+ZooKeeper's semantics, one session: data versions, cversion (child changes), czxid/mzxid/pzxid
+from a zxid counter that survives restarts (a broker's epoch is its registration's czxid, so it
+must keep growing), ephemeral nodes owned by the session and never persisted, sequential names
+from the parent's cversion, atomic multi with CheckOp, persistent watches called on the loop.
+
+Every non-ephemeral node is persisted in `<directory>/kafkalite-zk.json`, rewritten atomically
+(tmp + fsync + rename + directory fsync) in a worker thread. Group commit: each write returns
+once a persist that includes it has finished; writes made while a persist runs share the next.
+
+A directory that only has the previous format, `kafkalite-metadata.json`, is migrated once: the
+tree is built from it through Kafka's znode codecs, the old file is left untouched.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from kafkalite.controller.zk import znodes
+from kafkalite.controller.zk.znode_store import (BadVersionError, CheckOp, CreateOp, DeleteOp,
+                                                 NoChildrenForEphemeralsError, NodeExistsError,
+                                                 NoNodeError, NotEmptyError, Op, OpResult,
+                                                 SessionExpiredError, SetDataOp, StoreError,
+                                                 ZkState, ZNodeStore, ZnStat, multi_error,
+                                                 parent_path, sequential_name, validate_path)
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "kafkalite-zk.json"
+OLD_METADATA_FILE = "kafkalite-metadata.json"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class _Node:
+    data: bytes
+    czxid: int
+    mzxid: int
+    pzxid: int
+    ctime: int
+    mtime: int
+    version: int = 0
+    cversion: int = 0
+    ephemeral_owner: int = 0
+    children: dict[str, "_Node"] = field(default_factory=dict)
+
+    def stat(self) -> ZnStat:
+        return ZnStat(version=self.version, cversion=self.cversion, czxid=self.czxid,
+                      mzxid=self.mzxid, ctime=self.ctime, mtime=self.mtime,
+                      ephemeral_owner=self.ephemeral_owner, num_children=len(self.children),
+                      data_length=len(self.data))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _encode_data(data: bytes) -> dict:
+    # readable when it is text (Kafka's znodes are JSON), base64 otherwise
+    try:
+        return {"data": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"data_b64": base64.b64encode(data).decode()}
+
+
+def _decode_data(entry: dict) -> bytes:
+    if "data_b64" in entry:
+        return base64.b64decode(entry["data_b64"])
+    return str(entry.get("data", "")).encode("utf-8")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class _Txn:
+    """Undo log and watch events of one write (a single op or a whole multi)."""
+
+    def __init__(self, zxid: int) -> None:
+        self.zxid = zxid
+        self.now = _now_ms()
+        self.undo: list[Callable[[], None]] = []
+        self.data_events: list[str] = []       # paths whose data watchers fire
+        self.child_events: list[str] = []      # paths whose children watchers fire
+
+    def rollback(self) -> None:
+        for fn in reversed(self.undo):
+            fn()
+
+
+class LocalZNodeStore(ZNodeStore):
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / FILE_NAME
+        self._root = _Node(b"", 0, 0, 0, 0, 0)
+        self._zxid = 0
+        self._session_id = 0
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._started = False
+        self._closed = False
+        self._data_watches: dict[str, list[Callable[[], None]]] = {}
+        self._child_watches: dict[str, list[Callable[[], None]]] = {}
+        self._state_listeners: list[Callable[[ZkState], None]] = []
+        # group commit
+        self._mutations = 0
+        self._persisted = 0
+        self._persist_task: Optional[asyncio.Task[None]] = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> int:
+        return self._session_id
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        try:
+            migrated = await asyncio.to_thread(self._load)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise StoreError(f"Cannot load the metadata in {self.path}: {e}") from None
+        # a new session each start, like a broker reconnecting to ZooKeeper
+        self._session_id = random.getrandbits(63) | 1
+        self._started = True
+        if migrated or not self.path.exists():
+            self._mutations += 1
+            await self._sync()
+        for listener in list(self._state_listeners):
+            self._loop.call_soon(listener, ZkState.CONNECTED)
+
+    async def close(self) -> None:
+        if not self._started or self._closed:
+            return
+        # the session ends: its ephemeral nodes go away; our own watches are gone with it
+        self._closed = True
+        txn = self._begin()
+        for path in self._ephemeral_paths():
+            self._delete_node(txn, path, -1)
+        if txn.undo:
+            self._zxid = txn.zxid
+            self._mutations += 1
+        await self._sync()
+        self._data_watches.clear()
+        self._child_watches.clear()
+        self._state_listeners.clear()
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if not self._started:
+            raise StoreError("The znode store is not started")
+        if self._closed:
+            raise SessionExpiredError("The znode store is closed")
+
+    def _find(self, path: str) -> Optional[_Node]:
+        validate_path(path)
+        node = self._root
+        if path == "/":
+            return node
+        for part in path[1:].split("/"):
+            node = node.children.get(part)  # type: ignore[assignment]
+            if node is None:
+                return None
+        return node
+
+    def _require(self, path: str) -> _Node:
+        node = self._find(path)
+        if node is None:
+            raise NoNodeError(f"NoNode for {path}")
+        return node
+
+    async def get(self, path: str) -> tuple[bytes, ZnStat]:
+        self._check_open()
+        node = self._require(path)
+        return node.data, node.stat()
+
+    async def exists(self, path: str) -> Optional[ZnStat]:
+        self._check_open()
+        node = self._find(path)
+        return None if node is None else node.stat()
+
+    async def children(self, path: str) -> list[str]:
+        self._check_open()
+        return list(self._require(path).children)
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    def _begin(self) -> _Txn:
+        return _Txn(self._zxid + 1)
+
+    def _commit(self, txn: _Txn) -> None:
+        self._zxid = txn.zxid
+        self._mutations += 1
+        self._fire(txn)
+
+    def _create_node(self, txn: _Txn, path: str, data: bytes, ephemeral: bool,
+                     sequential: bool) -> str:
+        validate_path(path)
+        if path == "/":
+            raise NodeExistsError("NodeExists for /")
+        parent_name = parent_path(path)
+        parent = self._find(parent_name)
+        if parent is None:
+            raise NoNodeError(f"NoNode for {parent_name} (parent of {path})")
+        if parent.ephemeral_owner:
+            raise NoChildrenForEphemeralsError(f"NoChildrenForEphemerals for {path}")
+        if sequential:
+            # ZooKeeper numbers sequential children with the parent's cversion
+            path = sequential_name(path, parent.cversion)
+        name = path[path.rfind("/") + 1:]
+        if name in parent.children:
+            raise NodeExistsError(f"NodeExists for {path}")
+        node = _Node(bytes(data), txn.zxid, txn.zxid, txn.zxid, txn.now, txn.now,
+                     ephemeral_owner=self._session_id if ephemeral else 0)
+        old = (parent.cversion, parent.pzxid)
+        parent.children[name] = node
+        parent.cversion += 1
+        parent.pzxid = txn.zxid
+
+        def undo() -> None:
+            del parent.children[name]
+            parent.cversion, parent.pzxid = old
+        txn.undo.append(undo)
+        txn.data_events.append(path)
+        txn.child_events += [path, parent_name]
+        return path
+
+    def _set_node(self, txn: _Txn, path: str, data: bytes, version: int) -> ZnStat:
+        node = self._require(path)
+        if version != -1 and node.version != version:
+            raise BadVersionError(f"BadVersion for {path}: expected {version}, is {node.version}")
+        old = (node.data, node.version, node.mzxid, node.mtime)
+        node.data, node.version, node.mzxid, node.mtime = bytes(data), node.version + 1, txn.zxid, txn.now
+
+        def undo() -> None:
+            node.data, node.version, node.mzxid, node.mtime = old
+        txn.undo.append(undo)
+        txn.data_events.append(path)
+        return node.stat()
+
+    def _delete_node(self, txn: _Txn, path: str, version: int) -> None:
+        if path == "/":
+            raise StoreError("Cannot delete /")
+        node = self._require(path)
+        if version != -1 and node.version != version:
+            raise BadVersionError(f"BadVersion for {path}: expected {version}, is {node.version}")
+        if node.children:
+            raise NotEmptyError(f"Directory not empty for {path}")
+        parent = self._require(parent_path(path))
+        name = path[path.rfind("/") + 1:]
+        old = (parent.cversion, parent.pzxid)
+        del parent.children[name]
+        parent.cversion += 1
+        parent.pzxid = txn.zxid
+
+        def undo() -> None:
+            parent.children[name] = node
+            parent.cversion, parent.pzxid = old
+        txn.undo.append(undo)
+        txn.data_events.append(path)
+        txn.child_events += [path, parent_path(path)]
+
+    def _check_node(self, path: str, version: int) -> None:
+        node = self._require(path)
+        if version != -1 and node.version != version:
+            raise BadVersionError(f"BadVersion for {path}: expected {version}, is {node.version}")
+
+    def _write(self, fn: Callable[[_Txn], object]) -> object:
+        """Run one write as a transaction: all of it or nothing."""
+        self._check_open()
+        txn = self._begin()
+        try:
+            result = fn(txn)
+        except BaseException:
+            txn.rollback()
+            raise
+        self._commit(txn)
+        return result
+
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+                     sequential: bool = False, make_parents: bool = False) -> str:
+        def op(txn: _Txn) -> str:
+            if make_parents:
+                missing = []
+                parent = parent_path(path)
+                while parent != "/" and self._find(parent) is None:
+                    missing.append(parent)
+                    parent = parent_path(parent)
+                for p in reversed(missing):
+                    self._create_node(txn, p, b"", False, False)
+            return self._create_node(txn, path, data, ephemeral, sequential)
+        created = self._write(op)
+        await self._sync()
+        return created  # type: ignore[return-value]
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> ZnStat:
+        stat = self._write(lambda txn: self._set_node(txn, path, data, version))
+        await self._sync()
+        return stat  # type: ignore[return-value]
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        def op(txn: _Txn) -> None:
+            if recursive:
+                node = self._require(path)
+                # children first, deepest first; the version applies to `path` only
+                stack = [(path, node)]
+                order: list[str] = []
+                while stack:
+                    p, n = stack.pop()
+                    order.append(p)
+                    stack += [(f"{p.rstrip('/')}/{c}", cn) for c, cn in n.children.items()]
+                for p in reversed(order[1:]):
+                    self._delete_node(txn, p, -1)
+            self._delete_node(txn, path, version)
+        self._write(op)
+        await self._sync()
+
+    async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        def run(txn: _Txn) -> list[OpResult]:
+            results: list[OpResult] = []
+            for index, op in enumerate(ops):
+                try:
+                    if isinstance(op, CreateOp):
+                        results.append(self._create_node(txn, op.path, op.data, op.ephemeral,
+                                                         op.sequential))
+                    elif isinstance(op, SetDataOp):
+                        results.append(self._set_node(txn, op.path, op.data, op.version))
+                    elif isinstance(op, DeleteOp):
+                        self._delete_node(txn, op.path, op.version)
+                        results.append(None)
+                    elif isinstance(op, CheckOp):
+                        self._check_node(op.path, op.version)
+                        results.append(True)
+                    else:
+                        raise StoreError(f"Unknown op {op!r}")
+                except StoreError as e:
+                    raise multi_error(e, index, op) from None
+            return results
+        results = self._write(run)
+        await self._sync()
+        return results  # type: ignore[return-value]
+
+    def _ephemeral_paths(self) -> list[str]:
+        out: list[str] = []
+        stack = [("", self._root)]
+        while stack:
+            p, n = stack.pop()
+            for name, child in n.children.items():
+                cp = f"{p}/{name}"
+                if child.ephemeral_owner:
+                    out.append(cp)
+                stack.append((cp, child))
+        return out
+
+    # ---- watches ---------------------------------------------------------------------------
+
+    def watch_data(self, path: str, callback: Callable[[], None]) -> None:
+        self._data_watches.setdefault(path, []).append(callback)
+
+    def watch_children(self, path: str, callback: Callable[[], None]) -> None:
+        self._child_watches.setdefault(path, []).append(callback)
+
+    def unwatch(self, path: str) -> None:
+        self._data_watches.pop(path, None)
+        self._child_watches.pop(path, None)
+
+    def add_state_listener(self, callback: Callable[[ZkState], None]) -> None:
+        self._state_listeners.append(callback)
+
+    def _fire(self, txn: _Txn) -> None:
+        assert self._loop is not None
+        callbacks: list[Callable[[], None]] = []
+        for path in dict.fromkeys(txn.data_events):
+            callbacks += self._data_watches.get(path, [])
+        for path in dict.fromkeys(txn.child_events):
+            callbacks += self._child_watches.get(path, [])
+        for cb in dict.fromkeys(callbacks):     # one call per callback per write
+            self._loop.call_soon(cb)
+
+    # ---- persistence -----------------------------------------------------------------------
+
+    async def _sync(self) -> None:
+        """Return once a persist that includes every write made so far has finished."""
+        target = self._mutations
+        while self._persisted < target:
+            task = self._persist_task
+            if task is None or task.done():
+                task = self._persist_task = asyncio.get_running_loop().create_task(self._persist_once())
+            try:
+                await asyncio.shield(task)
+            except OSError as e:
+                raise StoreError(f"Cannot write {self.path}: {e}") from None
+
+    async def _persist_once(self) -> None:
+        covered = self._mutations
+        text = json.dumps(self._snapshot(), indent=None, separators=(",", ":"))
+        await asyncio.to_thread(_write_atomically, self.path, text)
+        self._persisted = max(self._persisted, covered)
+
+    def _snapshot(self) -> dict:
+        nodes: dict[str, dict] = {}
+        stack = [("/", self._root)]
+        while stack:
+            p, n = stack.pop()
+            if n.ephemeral_owner:
+                continue
+            entry = {"version": n.version, "cversion": n.cversion, "czxid": n.czxid,
+                     "mzxid": n.mzxid, "pzxid": n.pzxid, "ctime": n.ctime, "mtime": n.mtime}
+            entry.update(_encode_data(n.data))
+            nodes[p] = entry
+            for name, child in n.children.items():
+                stack.append((f"{p.rstrip('/')}/{name}", child))
+        return {"version": FORMAT_VERSION, "zxid": self._zxid,
+                "nodes": dict(sorted(nodes.items()))}
+
+    def _load(self) -> bool:
+        """Read the tree (worker thread). True when it was migrated from the old format."""
+        if self.path.exists():
+            doc = json.loads(self.path.read_text(encoding="utf-8"))
+            if doc.get("version") != FORMAT_VERSION:
+                raise ValueError(f"unknown format version {doc.get('version')!r}")
+            self._zxid = int(doc["zxid"])
+            for p, entry in sorted(doc["nodes"].items(), key=lambda kv: kv[0].count("/")):
+                node = _Node(_decode_data(entry), int(entry["czxid"]), int(entry["mzxid"]),
+                             int(entry["pzxid"]), int(entry["ctime"]), int(entry["mtime"]),
+                             int(entry["version"]), int(entry["cversion"]))
+                if p == "/":
+                    node.children = self._root.children
+                    self._root = node
+                else:
+                    parent = self._find(parent_path(p))
+                    if parent is None:
+                        raise ValueError(f"node {p} has no parent in the file")
+                    parent.children[p[p.rfind("/") + 1:]] = node
+            return False
+        old = self.directory / OLD_METADATA_FILE
+        if old.exists():
+            self._migrate(json.loads(old.read_text(encoding="utf-8")))
+            log.info("Built %s from %s (the old file is kept)", self.path, old)
+            return True
+        return False
+
+    # ---- migration from kafkalite-metadata.json --------------------------------------------
+
+    def _put(self, path: str, data: bytes = b"", version: int = 0) -> None:
+        """Create `path` (and missing parents) directly, one zxid each (start-up only)."""
+        missing = []
+        p = path
+        while p != "/" and self._find(p) is None:
+            missing.append(p)
+            p = parent_path(p)
+        for p in reversed(missing):
+            txn = self._begin()
+            self._create_node(txn, p, b"", False, False)
+            self._zxid = txn.zxid
+        if data or version:
+            node = self._require(path)
+            node.data, node.version = data, version
+
+    def _migrate(self, doc: dict) -> None:
+        for p in znodes.PERSISTENT_ZK_PATHS:
+            self._put(p)
+        self._put(znodes.CLUSTER_ID_PATH, znodes.encode_cluster_id(doc["cluster_id"]))
+        for t in doc.get("topics", []):
+            name = t["name"]
+            assignment = {int(p): znodes.ReplicaAssignment(tuple(r))
+                          for p, r in t["assignment"].items()}
+            # Kafka writes a topic's config znode first, even without overrides
+            self._put(znodes.config_entity_path(znodes.CONFIG_TYPE_TOPIC, name),
+                      znodes.encode_entity_config(t.get("configs", {})))
+            self._put(znodes.topic_path(name), znodes.encode_topic_assignment(
+                uuid.UUID(t["topic_id"]), dict(sorted(assignment.items()))))
+            for p, s in sorted(t.get("states", {}).items(), key=lambda kv: int(kv[0])):
+                state = znodes.LeaderIsrAndControllerEpoch(
+                    znodes.LeaderAndIsr(int(s["leader"]), int(s["leader_epoch"]),
+                                        tuple(s["isr"])),
+                    int(s.get("controller_epoch", 1)))
+                # the old record's version is the state znode's zkVersion (partition epoch)
+                self._put(znodes.topic_partition_state_path(name, int(p)),
+                          znodes.encode_partition_state(state), int(s.get("version", 0)))
+        for entity, entry in doc.get("config", {}).get("brokers", {}).items():
+            self._put(znodes.config_entity_path(znodes.CONFIG_TYPE_BROKER, entity),
+                      znodes.encode_entity_config(entry.get("config", {})))
+        next_id = int(doc.get("next_producer_id", 0))
+        if next_id > 0:
+            # only the next free id is known: a block ending right before it, owner unknown (-1)
+            size = min(next_id, znodes.PRODUCER_ID_BLOCK_SIZE)
+            self._put(znodes.PRODUCER_ID_BLOCK_PATH, znodes.encode_producer_id_block(
+                znodes.ProducerIdsBlock(-1, next_id - size, size)), 1)
