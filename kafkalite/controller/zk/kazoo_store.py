@@ -202,8 +202,9 @@ class KazooZNodeStore(ZNodeStore):
                 log.exception("ZooKeeper state listener failed on %s", state)
 
     def _on_kazoo_state(self, state: str) -> None:
-        # kazoo's connection thread: must not block
-        if self._closing:
+        # kazoo's connection thread: must not block. Before start() has returned, start()
+        # itself reports the first session.
+        if self._closing or not self._session_id:
             return
         if state == KazooState.SUSPENDED:
             self._post(self._notify_state, ZkState.SUSPENDED)
