@@ -20,9 +20,13 @@ from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField
 
 from kafkalite.protocol.inter_broker import (
-    IBP_3_9_VERSIONS, AlterPartitionRequest, AlterPartitionResponse, ControlledShutdownRequest,
-    ControlledShutdownResponse, LeaderAndIsrRequest, LeaderAndIsrResponse, StopReplicaRequest,
-    StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse, request_header_version)
+    ERROR_RESPONSES, IBP_3_9_VERSIONS, AlterPartitionRequest, AlterPartitionResponse,
+    ControlledShutdownRequest, ControlledShutdownResponse, LeaderAndIsrRequest,
+    LeaderAndIsrResponse, StopReplicaPartition, StopReplicaRequest, StopReplicaResponse,
+    UpdateMetadataRequest, UpdateMetadataResponse, alter_partition_error_response,
+    controlled_shutdown_error_response, leader_and_isr_error_response, leader_and_isr_partition_states,
+    leader_and_isr_topic_ids, request_header_version, stop_replica_error_response,
+    stop_replica_partitions, update_metadata_error_response, update_metadata_partition_states)
 from kafkalite.protocol.messages import messages_for
 from kafkalite.server.kafka_apis import decode_body
 
@@ -473,3 +477,95 @@ def test_round_trip_every_version(cls: Any, version: int, data: st.DataObject) -
     assert decoded.version == version
     # no version argument: kafka-python's version setter touches a header a decoded message lacks
     assert bytes(decoded.encode()) == encoded
+
+
+# ---------------------------------------------------------------------------------------------
+# version-independent views and Kafka's getErrorResponse
+
+
+def _lai_request(version: int) -> Any:
+    if version < 2:
+        Part = LeaderAndIsrRequest.LeaderAndIsrPartitionState
+        return LeaderAndIsrRequest(version=version, controller_id=0, controller_epoch=1,
+                                   ungrouped_partition_states=[
+                                       Part(topic_name="a", partition_index=1), Part(topic_name="b", partition_index=0)],
+                                   live_leaders=[])
+    TopicState = LeaderAndIsrRequest.LeaderAndIsrTopicState
+    Part = TopicState.LeaderAndIsrPartitionState
+    return LeaderAndIsrRequest(version=version, controller_id=0, controller_epoch=1, topic_states=[
+        TopicState(topic_name="a", topic_id=TOPIC_ID, partition_states=[Part(partition_index=1), Part(partition_index=3)]),
+        TopicState(topic_name="b", topic_id=None, partition_states=[Part(partition_index=0)])],
+        live_leaders=[])
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 4])
+def test_leader_and_isr_views_and_error_response_by_name(version: int) -> None:
+    request = LeaderAndIsrRequest.decode(_lai_request(version).encode(version=version), version=version)
+    expected = [("a", 1), ("b", 0)] if version < 2 else [("a", 1), ("a", 3), ("b", 0)]
+    assert [(t, p.partition_index) for t, p in leader_and_isr_partition_states(request, version)] == expected
+    assert leader_and_isr_topic_ids(request, version) == {}
+    resp = leader_and_isr_error_response(request, version, 11, None)
+    assert resp.version == version and resp.error_code == 11
+    assert [(e.topic_name, e.partition_index, e.error_code) for e in resp.partition_errors] == \
+        [(t, p, 11) for t, p in expected]
+    resp.encode(version=version)  # encodable at that version
+
+
+def test_leader_and_isr_error_response_by_topic_id() -> None:
+    request = LeaderAndIsrRequest.decode(_lai_request(7).encode(version=7), version=7)
+    assert leader_and_isr_topic_ids(request, 7) == {"a": TOPIC_ID}  # the zero id is no id
+    resp = leader_and_isr_error_response(request, 7, 77, None)
+    assert (resp.version, resp.error_code) == (7, 77)
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partition_errors])
+            for t in resp.topics] == [(TOPIC_ID, [(1, 77), (3, 77)]), (None, [(0, 77)])]
+    expected = (i16(77) + compact_array(2)
+                + TOPIC_ID.bytes + compact_array(2) + i32(1) + i16(77) + NO_TAGS + i32(3) + i16(77) + NO_TAGS
+                + NO_TAGS
+                + bytes(16) + compact_array(1) + i32(0) + i16(77) + NO_TAGS + NO_TAGS
+                + NO_TAGS)
+    assert bytes(resp.encode(version=7)) == expected
+
+
+def test_update_metadata_partition_states_every_layout() -> None:
+    Part = UpdateMetadataRequest.UpdateMetadataPartitionState
+    v4 = UpdateMetadataRequest(version=4, controller_id=0, controller_epoch=1, ungrouped_partition_states=[
+        Part(topic_name="a", partition_index=2, leader=1)], live_brokers=[])
+    assert [(t, p.partition_index, p.leader) for t, p in update_metadata_partition_states(v4, 4)] == [("a", 2, 1)]
+    TopicState = UpdateMetadataRequest.UpdateMetadataTopicState
+    v8 = UpdateMetadataRequest(version=8, controller_id=0, controller_epoch=1, topic_states=[
+        TopicState(topic_name="a", partition_states=[TopicState.UpdateMetadataPartitionState(
+            partition_index=0, leader=2), TopicState.UpdateMetadataPartitionState(partition_index=1, leader=-2)])],
+        live_brokers=[])
+    assert [(t, p.partition_index, p.leader) for t, p in update_metadata_partition_states(v8, 8)] == \
+        [("a", 0, 2), ("a", 1, -2)]
+    assert bytes(update_metadata_error_response(v8, 8, 11, None).encode(version=8)) == i16(11) + NO_TAGS
+
+
+def test_stop_replica_partitions_every_layout_and_error_response() -> None:
+    v0 = StopReplicaRequest(version=0, controller_id=0, controller_epoch=1, delete_partitions=True,
+                            ungrouped_partitions=[StopReplicaRequest.StopReplicaPartitionV0(topic_name="a", partition_index=1)])
+    v2 = StopReplicaRequest(version=2, controller_id=0, controller_epoch=1, broker_epoch=3, delete_partitions=False,
+                            topics=[StopReplicaRequest.StopReplicaTopicV1(name="a", partition_indexes=[0, 1])])
+    TopicState = StopReplicaRequest.StopReplicaTopicState
+    v4 = StopReplicaRequest(version=4, controller_id=0, controller_epoch=1, broker_epoch=3, topic_states=[
+        TopicState(topic_name="b", partition_states=[TopicState.StopReplicaPartitionState(
+            partition_index=5, leader_epoch=-2, delete_partition=True)])])
+    assert stop_replica_partitions(v0, 0) == [StopReplicaPartition("a", 1, -1, True)]
+    assert stop_replica_partitions(v2, 2) == [StopReplicaPartition("a", 0, -1, False),
+                                              StopReplicaPartition("a", 1, -1, False)]
+    assert stop_replica_partitions(v4, 4) == [StopReplicaPartition("b", 5, -2, True)]
+    resp = stop_replica_error_response(v4, 4, 11, None)
+    assert bytes(resp.encode(version=4)) == \
+        i16(11) + compact_array(1) + compact_string("b") + i32(5) + i16(11) + NO_TAGS + NO_TAGS
+    assert [(e.topic_name, e.partition_index, e.error_code)
+            for e in stop_replica_error_response(v2, 2, 11, None).partition_errors] == [("a", 0, 11), ("a", 1, 11)]
+
+
+def test_controlled_shutdown_and_alter_partition_error_responses() -> None:
+    cs = controlled_shutdown_error_response(ControlledShutdownRequest(version=3, broker_id=1), 3, 8, None)
+    assert bytes(cs.encode(version=3)) == i16(8) + compact_array(0) + NO_TAGS
+    ap = alter_partition_error_response(AlterPartitionRequest(version=3, broker_id=1, topics=[]), 3, 41, None)
+    assert bytes(ap.encode(version=3)) == i32(0) + i16(41) + compact_array(0) + NO_TAGS
+    assert ERROR_RESPONSES == {4: leader_and_isr_error_response, 5: stop_replica_error_response,
+                               6: update_metadata_error_response, 7: controlled_shutdown_error_response,
+                               56: alter_partition_error_response}
