@@ -1,10 +1,18 @@
 """kafkalite.controller.replica_assignment against Apache Kafka 3.9 in ZooKeeper mode (the
 session's `kafka_oracle`, one broker, id 0): for each bad CreateTopics / CreatePartitions request,
 the error code and message Kafka answers equal those of the error our pure functions raise for
-the same input (what the cluster controller will answer through `kafka_error_of`)."""
+the same input (what the cluster controller will answer through `kafka_error_of`). And the
+assignment algorithm itself: Kafka's AdminUtils (from the oracle's jars, run by a small Java
+program) and ours give the same assignment or the same error on thousands of random cases, with
+and without racks."""
 from __future__ import annotations
 
+import random
+import shutil
+import subprocess
 import uuid
+from collections import Counter
+from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import pytest
@@ -109,3 +117,59 @@ def test_create_partitions(kafka_oracle: Any, kafka: RawClient, count: int,
         create_topic(kafka_oracle.bootstrap_servers, topic, 1)
     assert kafka_create_partitions(kafka, topic, count, assignments) == ours(
         lambda: our_create_partitions({0: [0]}, count, assignments))
+
+
+# --------------------------------------------------------------------------------------------
+# The algorithm itself: Kafka's AdminUtils run on the same random cases (tests/java/AssignReplicasCheck.java)
+# --------------------------------------------------------------------------------------------
+
+JAVA_ERRORS = {"InvalidPartitionsException": "InvalidPartitionsError",
+               "InvalidReplicationFactorException": "InvalidReplicationFactorError",
+               "AdminOperationException": "AdminOperationError"}
+
+
+def _random_case(rng: random.Random) -> tuple[int, int, int, int, list[BrokerMetadata]]:
+    ids = rng.sample(range(0, 40), rng.randint(1, 10))
+    shape = rng.random()
+    racks = ["r1", "r2", "r3", "r4"][:rng.randint(1, 4)]
+    if shape < 0.4:
+        brokers = [BrokerMetadata(i) for i in ids]
+    elif shape < 0.95:
+        brokers = [BrokerMetadata(i, rng.choice(racks)) for i in ids]
+    else:   # some brokers without a rack
+        brokers = [BrokerMetadata(i, rng.choice(racks + [None])) for i in ids]
+    n_partitions = rng.randint(-1, 30)
+    rf = rng.randint(-1, len(ids) + 1)
+    return n_partitions, rf, rng.randint(0, 2 * len(ids)), rng.randint(-1, 40), brokers
+
+
+def _our_answer(case: tuple[int, int, int, int, list[BrokerMetadata]]) -> str:
+    n_partitions, rf, start, first_partition, brokers = case
+    try:
+        assignment = assign_replicas_to_brokers(brokers, n_partitions, rf, start, first_partition)
+    except AssignmentError as e:
+        return f"ERR {type(e).__name__} {e.message}"
+    return ";".join(f"{p}={','.join(map(str, r))}" for p, r in sorted(assignment.items()))
+
+
+def test_assignment_equals_kafkas_admin_utils(tmp_path: Any) -> None:
+    from tests.support.kafka_oracle import kafka_jars
+
+    if shutil.which("java") is None:
+        pytest.fail("needs Java (scripts/test.sh installs a JDK)")
+    rng = random.Random(20261125)
+    cases = [_random_case(rng) for _ in range(3000)]
+    lines = [f"{n} {rf} {start} {first} " + ",".join(f"{b.id}:{b.rack or '-'}" for b in brokers)
+             for n, rf, start, first, brokers in cases]
+    source = Path(__file__).resolve().parents[1] / "java" / "AssignReplicasCheck.java"
+    r = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", ":".join(map(str, kafka_jars())),
+                        str(source)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    theirs = r.stdout.splitlines()
+    assert len(theirs) == len(cases)
+    for line, case, answer in zip(lines, cases, theirs):
+        for java_name, our_name in JAVA_ERRORS.items():
+            answer = answer.replace(f"ERR {java_name} ", f"ERR {our_name} ")
+        assert _our_answer(case) == answer, f"case {line}"
+    outcomes = Counter(a.split(" ")[1] if a.startswith("ERR") else "ok" for a in theirs)
+    assert outcomes["ok"] > 1500 and len(outcomes) == 4, outcomes
