@@ -11,7 +11,7 @@ offline. Callers pass the set of broker ids whose replica of this partition is o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AbstractSet, Iterable, Optional, Sequence, Union
+from typing import AbstractSet, Callable, Hashable, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 from kafkalite.controller.states import LeaderAndIsr
 
@@ -215,3 +215,37 @@ def elect(strategy: PartitionLeaderElectionStrategy, assignment: Sequence[int],
             else live_or_shutting_down
         return leader_for_controlled_shutdown(assignment, leader_and_isr, live_or_down, shutting_down_broker_ids)
     raise TypeError(f"unknown election strategy {strategy!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Automatic preferred leader rebalance (KafkaController.checkAndTriggerAutoLeaderRebalance)
+# --------------------------------------------------------------------------------------------
+
+PartitionKey = TypeVar("PartitionKey", bound=Hashable)
+
+
+def auto_leader_rebalance_candidates(
+        assignments: Mapping[PartitionKey, Sequence[int]], leaders: Mapping[PartitionKey, LeaderAndIsr],
+        is_replica_online: Callable[[int, PartitionKey], bool],
+        leader_imbalance_per_broker_percentage: int) -> dict[int, list[PartitionKey]]:
+    """Per preferred broker whose share of partitions led by someone else exceeds
+    leader.imbalance.per.broker.percentage: those partitions whose preferred replica can lead
+    now (online and in the ISR), to elect with the preferred strategy. Partitions without a
+    known leader count in the denominator only. The caller leaves out topics queued for
+    deletion (Kafka filters them before grouping)."""
+    by_preferred: dict[int, list[PartitionKey]] = {}
+    for tp, replicas in assignments.items():
+        if replicas:
+            by_preferred.setdefault(replicas[0], []).append(tp)
+    result: dict[int, list[PartitionKey]] = {}
+    for broker, partitions in by_preferred.items():
+        not_preferred = [tp for tp in partitions if tp in leaders and leaders[tp].leader != broker]
+        if len(not_preferred) / len(partitions) <= leader_imbalance_per_broker_percentage / 100:
+            continue
+        candidates = [tp for tp in not_preferred
+                      if preferred_replica_partition_leader_election(
+                          assignments[tp], leaders[tp].isr,
+                          {r for r in assignments[tp] if is_replica_online(r, tp)}) is not None]
+        if candidates:
+            result[broker] = candidates
+    return result

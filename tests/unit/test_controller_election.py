@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from kafkalite.controller.election import (
     ControlledShutdownPartitionLeaderElectionStrategy, ElectionResult,
     OfflinePartitionLeaderElectionStrategy, PreferredReplicaPartitionLeaderElectionStrategy,
-    ReassignPartitionLeaderElectionStrategy, controlled_shutdown_partition_leader_election, elect,
+    ReassignPartitionLeaderElectionStrategy, auto_leader_rebalance_candidates,
+    controlled_shutdown_partition_leader_election, elect,
     failed_election_message, initial_leader_and_isr, leader_for_controlled_shutdown, leader_for_offline,
     leader_for_preferred_replica, leader_for_reassign, offline_partition_leader_election,
     preferred_replica_partition_leader_election, reassign_partition_leader_election,
@@ -228,6 +229,27 @@ def test_unclean_flag_only_without_live_isr() -> None:
     assert unclean_election_enabled_for(state, {3}, False, True)
     assert unclean_election_enabled_for(state, {3}, True, False)
     assert not unclean_election_enabled_for(state, {3}, False, False)
+
+
+def test_auto_leader_rebalance_candidates() -> None:
+    assignments = {("t", p): r for p, r in enumerate([[1, 2], [1, 2], [1, 2], [1, 2], [2, 1], [2, 1], [3, 1]])}
+    leaders = {("t", 0): LeaderAndIsr(2, 1, (1, 2)),      # broker 1 preferred, 2 leads
+               ("t", 1): LeaderAndIsr(2, 1, (2,)),        # broker 1 not in ISR: cannot lead
+               ("t", 2): LeaderAndIsr(1, 0, (1, 2)),
+               # ("t", 3): no leadership info yet: counts only in the denominator
+               ("t", 4): LeaderAndIsr(2, 0, (2, 1)),
+               ("t", 5): LeaderAndIsr(1, 1, (2, 1)),      # 1 of 2 for broker 2
+               ("t", 6): LeaderAndIsr(1, 1, (1,))}        # broker 3 is offline
+    online = lambda broker, tp: broker in (1, 2)  # noqa: E731
+    # broker 1: 2 of 4 not preferred (50% > 10%), only t-0 can move; broker 2: 50%;
+    # broker 3: 100% but it is offline
+    assert auto_leader_rebalance_candidates(assignments, leaders, online, 10) == {1: [("t", 0)], 2: [("t", 5)]}
+    # at 50% the ratio must exceed the percentage
+    assert auto_leader_rebalance_candidates(assignments, leaders, online, 50) == {}
+    assert auto_leader_rebalance_candidates(assignments, leaders, lambda b, tp: True, 50) == {}
+    assert auto_leader_rebalance_candidates(assignments, leaders, lambda b, tp: True, 99) == {}
+    assert auto_leader_rebalance_candidates(assignments, leaders, lambda b, tp: True, 0) == \
+        {1: [("t", 0)], 2: [("t", 5)]}
 
 
 # --------------------------------------------------------------------------------------------
