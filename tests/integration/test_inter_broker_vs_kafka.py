@@ -10,8 +10,8 @@ Observed on Kafka 3.9.1 (and read in its KafkaApis / ReplicaManager / KafkaContr
   anything): LeaderAndIsr -> STALE_CONTROLLER_EPOCH (11) at the top and for every partition;
   StopReplica -> 11 at the top, no partition errors; UpdateMetadata -> 11 (ReplicaManager throws
   ControllerMovedException, which Errors maps to STALE_CONTROLLER_EPOCH).
-- ControlledShutdown, handled by the controller itself: an unknown broker id with epoch -1 ->
-  BROKER_NOT_AVAILABLE (8); an unknown id with any other epoch -> UNKNOWN_SERVER_ERROR (-1)
+- ControlledShutdown, handled by the controller itself: an unknown broker id with epoch -1 (or
+  none: v0-v1, where v0 has request header v0, without client id) -> BROKER_NOT_AVAILABLE (8); an unknown id with any other epoch -> UNKNOWN_SERVER_ERROR (-1)
   (the controller's broker-epoch map lookup throws); a known id with a stale epoch -> 77.
 - AlterPartition, handled by the controller itself: a broker id with a different broker epoch
   than registered (stale, -1, or an unknown broker id) -> top-level 77, no topics.
@@ -221,6 +221,22 @@ def test_controlled_shutdown_v3_refused(oracle_topic: tuple[Any, str, uuid.UUID]
 
     assert _run(oracle, body) == [(BROKER_NOT_AVAILABLE, []), (UNKNOWN_SERVER_ERROR, []),
                                   (STALE_BROKER_EPOCH, [])]
+
+
+def test_controlled_shutdown_v0_header_and_v1(oracle_topic: tuple[Any, str, uuid.UUID]) -> None:
+    """v0 goes with request header v0 (no client id); Kafka reads it and, with no broker epoch
+    before v2, answers an unknown broker id as at -1."""
+    oracle, _, _ = oracle_topic
+
+    async def body(conn: BrokerConnection) -> list[tuple[int, int, list[Any]]]:
+        out = []
+        for version in (0, 1, 2):
+            resp = await conn.send(ControlledShutdownRequest(broker_id=99), version)
+            out.append((resp.version, resp.error_code, resp.remaining_partitions))
+        return out
+
+    assert _run(oracle, body) == [(0, BROKER_NOT_AVAILABLE, []), (1, BROKER_NOT_AVAILABLE, []),
+                                  (2, BROKER_NOT_AVAILABLE, [])]
 
 
 def test_alter_partition_v3_refused(oracle_topic: tuple[Any, str, uuid.UUID]) -> None:
