@@ -11,7 +11,8 @@ Observed on Kafka 3.9.1 (and read in its KafkaApis / ReplicaManager / KafkaContr
   StopReplica -> 11 at the top, no partition errors; UpdateMetadata -> 11 (ReplicaManager throws
   ControllerMovedException, which Errors maps to STALE_CONTROLLER_EPOCH).
 - ControlledShutdown, handled by the controller itself: an unknown broker id with epoch -1 (or
-  none: v0-v1, where v0 has request header v0, without client id) -> BROKER_NOT_AVAILABLE (8); an unknown id with any other epoch -> UNKNOWN_SERVER_ERROR (-1)
+  none: v0-v1, where v0 has request header v0, without client id) -> BROKER_NOT_AVAILABLE (8);
+  an unknown id with any other epoch -> UNKNOWN_SERVER_ERROR (-1)
   (the controller's broker-epoch map lookup throws); a known id with a stale epoch -> 77.
 - AlterPartition, handled by the controller itself: a broker id with a different broker epoch
   than registered (stale, -1, or an unknown broker id) -> top-level 77, no topics.

@@ -488,12 +488,14 @@ def _lai_request(version: int) -> Any:
         Part = LeaderAndIsrRequest.LeaderAndIsrPartitionState
         return LeaderAndIsrRequest(version=version, controller_id=0, controller_epoch=1,
                                    ungrouped_partition_states=[
-                                       Part(topic_name="a", partition_index=1), Part(topic_name="b", partition_index=0)],
+                                       Part(topic_name="a", partition_index=1),
+                                       Part(topic_name="b", partition_index=0)],
                                    live_leaders=[])
     TopicState = LeaderAndIsrRequest.LeaderAndIsrTopicState
     Part = TopicState.LeaderAndIsrPartitionState
     return LeaderAndIsrRequest(version=version, controller_id=0, controller_epoch=1, topic_states=[
-        TopicState(topic_name="a", topic_id=TOPIC_ID, partition_states=[Part(partition_index=1), Part(partition_index=3)]),
+        TopicState(topic_name="a", topic_id=TOPIC_ID,
+                   partition_states=[Part(partition_index=1), Part(partition_index=3)]),
         TopicState(topic_name="b", topic_id=None, partition_states=[Part(partition_index=0)])],
         live_leaders=[])
 
@@ -543,7 +545,8 @@ def test_update_metadata_partition_states_every_layout() -> None:
 
 def test_stop_replica_partitions_every_layout_and_error_response() -> None:
     v0 = StopReplicaRequest(version=0, controller_id=0, controller_epoch=1, delete_partitions=True,
-                            ungrouped_partitions=[StopReplicaRequest.StopReplicaPartitionV0(topic_name="a", partition_index=1)])
+                            ungrouped_partitions=[StopReplicaRequest.StopReplicaPartitionV0(
+                                topic_name="a", partition_index=1)])
     v2 = StopReplicaRequest(version=2, controller_id=0, controller_epoch=1, broker_epoch=3, delete_partitions=False,
                             topics=[StopReplicaRequest.StopReplicaTopicV1(name="a", partition_indexes=[0, 1])])
     TopicState = StopReplicaRequest.StopReplicaTopicState
