@@ -291,3 +291,32 @@ def test_concurrent_producer_id_allocators_never_overlap(connect: str) -> None:
         assert all(b.size == 1000 for b in blocks)
         assert {b.assigned_broker_id for b in blocks} == {0, 1}
     run(main())
+
+
+def test_brief_outage_suspends_then_reconnects_the_same_session(zookeeper_server, connect: str) -> None:
+    """ZooKeeper paused (SIGSTOP) for less than the session timeout: SUSPENDED, then RECONNECTED
+    with the same session and its ephemerals; a request made during the outage completes after."""
+    async def main() -> None:
+        store = KazooZNodeStore(connect, session_timeout_ms=20000, connection_timeout_ms=10000)
+        states: list[ZkState] = []
+        store.add_state_listener(states.append)
+        await store.start()
+        try:
+            await store.create("/eph", b"e", ephemeral=True)
+            session = store.session_id
+            zookeeper_server.pause()
+            try:
+                await wait_for(lambda: ZkState.SUSPENDED in states, timeout=30)
+                pending = asyncio.ensure_future(store.get("/eph"))
+                await asyncio.sleep(0.5)
+                assert not pending.done()
+            finally:
+                zookeeper_server.resume()
+            data, stat = await asyncio.wait_for(pending, 30)
+            assert data == b"e" and stat.ephemeral_owner == session
+            await wait_for(lambda: ZkState.RECONNECTED in states)
+            assert states == [ZkState.CONNECTED, ZkState.SUSPENDED, ZkState.RECONNECTED]
+            assert store.session_id == session
+        finally:
+            await store.close()
+    run(main(), timeout=90)
