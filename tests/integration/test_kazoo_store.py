@@ -185,7 +185,7 @@ def test_session_expiry_reports_expired_then_connected_and_refires_watches(zooke
             store.watch_data("/watched", lambda: watch_calls.append(1))
             await asyncio.sleep(0.2)
             old_session = store.session_id
-            session_id, password = store._client.client_id  # type: ignore[union-attr]
+            session_id, password = store.session_credentials
 
             # close our session from another client that takes it over
             def expire() -> None:

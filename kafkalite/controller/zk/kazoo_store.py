@@ -111,6 +111,16 @@ class KazooZNodeStore(ZNodeStore):
     def session_id(self) -> int:
         return self._session_id
 
+    @property
+    def session_credentials(self) -> tuple[int, bytes]:
+        """(session id, session password) of the current session: another client that connects
+        with them and closes ends this session (how tests expire a session on purpose)."""
+        client = self._client
+        if client is None or client.client_id is None:
+            raise StoreError("Not connected to ZooKeeper")
+        session_id, password = client.client_id
+        return session_id, password
+
     def _new_client(self, hosts: str) -> KazooClient:
         return KazooClient(
             hosts=hosts, timeout=self.session_timeout_ms / 1000.0,
