@@ -423,3 +423,71 @@ def test_broker_registration_conflicts_with_another_session(tmp_path: Path) -> N
             f"'0x1234' does not match current session '0x{s.session_id:x}'")
         await s.close()
     run(main())
+
+
+# ---- property: whatever the writes, a reload gives back the same persistent tree -------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+node_paths = st.sampled_from(["/a", "/b", "/a/x", "/a/y", "/b/x", "/a/x/deep"])
+write_ops = st.one_of(
+    st.tuples(st.just("create"), node_paths, st.binary(max_size=8), st.booleans(), st.booleans()),
+    st.tuples(st.just("set"), node_paths, st.binary(max_size=8), st.sampled_from([-1, 0, 1, 2])),
+    st.tuples(st.just("delete"), node_paths, st.sampled_from([-1, 0, 1])),
+    st.tuples(st.just("multi"), st.lists(st.tuples(st.sampled_from(["c", "s", "d", "k"]), node_paths),
+                                         min_size=1, max_size=4)),
+)
+
+
+async def tree(store: LocalZNodeStore, path: str = "/") -> dict:
+    """Every non-ephemeral node's data and stat below `path`."""
+    out = {}
+    data, stat = await store.get(path)
+    if not stat.ephemeral_owner:
+        out[path] = (data, stat.version, stat.cversion, stat.czxid, stat.mzxid)
+    for child in sorted(await store.children(path)):
+        out.update(await tree(store, f"{path.rstrip('/')}/{child}"))
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(write_ops, max_size=25))
+def test_reload_reproduces_the_persistent_tree(tmp_path: Path, ops: list) -> None:
+    directory = tmp_path / uuid.uuid4().hex
+
+    async def main() -> None:
+        s = LocalZNodeStore(directory)
+        await s.start()
+        for op in ops:
+            try:
+                if op[0] == "create":
+                    await s.create(op[1], op[2], ephemeral=op[3], sequential=op[4])
+                elif op[0] == "set":
+                    await s.set(op[1], op[2], op[3])
+                elif op[0] == "delete":
+                    await s.delete(op[1], op[2])
+                else:
+                    multi_ops = [{"c": lambda p: CreateOp(p, b"m"), "s": lambda p: SetDataOp(p, b"s"),
+                                  "d": lambda p: DeleteOp(p), "k": lambda p: CheckOp(p, 0)}[kind](p)
+                                 for kind, p in op[1]]
+                    before = await tree(s)
+                    try:
+                        await s.multi(multi_ops)
+                    except StoreError:
+                        assert await tree(s) == before     # a failed multi changed nothing
+            except StoreError:
+                pass
+        expected = await tree(s)
+        await s.close()
+        s2 = LocalZNodeStore(directory)
+        await s2.start()
+        reloaded = await tree(s2)
+        await s2.close()
+        assert reloaded.keys() == expected.keys()
+        for path, (data, version, cversion, czxid, mzxid) in expected.items():
+            r = reloaded[path]
+            assert (r[0], r[1], r[3], r[4]) == (data, version, czxid, mzxid), path
+            # closing the session deleted its ephemerals: their parents' cversion moved on
+            assert r[2] >= cversion, path
+    run(main())
