@@ -12,7 +12,7 @@ from kafkalite.replica.partition import Partition, TopicPartition
 
 class DelayedProduce(DelayedOperation):
     def __init__(self, delay_ms: int, pending: dict[TopicPartition, tuple[int, ProducePartitionResult]],
-                 get_partition: Callable[[TopicPartition], Partition | None],
+                 get_partition: Callable[[TopicPartition], Partition | ErrorCode],
                  future: asyncio.Future[None]) -> None:
         super().__init__(delay_ms)
         # tp -> (required offset: last appended offset + 1, the result to fill in)
@@ -26,8 +26,10 @@ class DelayedProduce(DelayedOperation):
             if tp in self._acked:
                 continue
             partition = self.get_partition(tp)
-            if partition is None:
-                result.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if isinstance(partition, ErrorCode):
+                # gone from this broker (Kafka's getPartitionOrError): NOT_LEADER_OR_FOLLOWER when
+                # the cluster still has it, else UNKNOWN_TOPIC_OR_PARTITION
+                result.error = partition
                 self._acked.add(tp)
                 continue
             done, error = partition.check_enough_replicas_reach_offset(required_offset)

@@ -1,7 +1,9 @@
-"""One partition replica on this broker (Kafka's Partition): leader epoch, ISR, high watermark.
+"""One partition replica on this broker (Kafka's Partition): leader or follower, leader epoch,
+partition epoch, ISR, high watermark.
 
 The high watermark is the minimum log end offset over the ISR; with this broker alone in the ISR
-it follows the local log end offset. Remote replicas' state arrives with replication.
+it follows the local log end offset. Remote replicas' state arrives with replication (a follower
+keeps its log and its last high watermark until a fetcher moves them).
 """
 from __future__ import annotations
 
@@ -9,19 +11,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
+from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.log.leader_epoch_cache import LeaderEpochCache
 from kafkalite.log.log import ORIGIN_CLIENT, Log
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.replica.results import ActiveProducer
 
-
-@dataclass(frozen=True, slots=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
+__all__ = ["Partition", "ReplicaState", "TopicPartition"]   # TopicPartition re-exported for its importers
 
 
 @dataclass
@@ -40,6 +36,13 @@ class Partition:
         self.local_broker_id = local_broker_id
         self.leader_id = -1
         self.leader_epoch = -1
+        # the state znode's version as the controller last sent it (Kafka's partition epoch):
+        # leadership changes carrying an older one are skipped
+        self.partition_epoch = -1
+        # the epoch of the controller that made the last leadership decision
+        self.controller_epoch = -1
+        # where the current leader epoch began in this log, while this broker leads
+        self.leader_epoch_start_offset: Optional[int] = None
         self.replicas: list[int] = []
         self.isr: set[int] = set()
         self.remote_replicas: dict[int, ReplicaState] = {}
@@ -62,17 +65,67 @@ class Partition:
         return cache
 
     # -- leadership (LeaderAndIsr) -----------------------------------------------------------
-    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
-        self.leader_id = self.local_broker_id
-        self.leader_epoch = leader_epoch
+    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int],
+                    partition_epoch: Optional[int] = None, controller_epoch: int = -1) -> bool:
+        """Kafka's Partition.makeLeader: take the assignment and ISR; a new leader epoch starts at
+        the log end (leader epoch cache entry) and resets what is known of the followers.
+        Skipped (False) when `partition_epoch` is older than the one already applied (None: no
+        check, the embedded controller's call). Returns whether this broker was not the leader."""
+        if partition_epoch is not None and partition_epoch < self.partition_epoch:
+            return False
+        self.controller_epoch = controller_epoch
+        is_new_leader = not self.is_leader
+        is_new_leader_epoch = leader_epoch > self.leader_epoch
         self.replicas = list(replicas)
         self.isr = set(isr)
-        self.remote_replicas = {b: ReplicaState(b) for b in replicas if b != self.local_broker_id}
-        # The new epoch starts at the current log end (Kafka assigns it on becoming leader).
-        self.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        old_remote = self.remote_replicas
+        keep_state = not is_new_leader and not is_new_leader_epoch
+        self.remote_replicas = {b: (old_remote[b] if keep_state and b in old_remote else ReplicaState(b))
+                                for b in replicas if b != self.local_broker_id}
+        if is_new_leader_epoch:
+            start = self.log.log_end_offset
+            # Followers that saw later epochs must truncate against this one: record it now.
+            self.leader_epoch_cache.assign(leader_epoch, start)
+            self.leader_epoch = leader_epoch
+            self.leader_epoch_start_offset = start
+        if partition_epoch is not None:
+            self.partition_epoch = partition_epoch
+        self.leader_id = self.local_broker_id
         # A new leader starts from what it has; HW can only move forward from the log start.
         self.high_watermark = max(min(self.high_watermark, self.log.log_end_offset), self.log.log_start_offset)
         self.maybe_increment_high_watermark()
+        return is_new_leader
+
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int],
+                      partition_epoch: Optional[int] = None, controller_epoch: int = -1) -> bool:
+        """Kafka's Partition.makeFollower: record the leader, its epoch and the assignment; the log
+        stays as it is (the fetcher of issue 12 truncates and fetches). A follower keeps no ISR
+        (Kafka's follower state has an empty ISR: only the leader maintains it), so `isr` is not
+        stored. Skipped (False) when `partition_epoch` is older than the one applied. Returns
+        whether the leader epoch is new (the fetcher must restart)."""
+        if partition_epoch is not None and partition_epoch < self.partition_epoch:
+            return False
+        self.controller_epoch = controller_epoch
+        is_new_leader_epoch = leader_epoch > self.leader_epoch
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.leader_epoch_start_offset = None
+        if partition_epoch is not None:
+            self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = set()
+        self.remote_replicas = {}
+        # a follower never serves above what it knew committed; nothing moves it until replication
+        self.high_watermark = max(min(self.high_watermark, self.log.log_end_offset), self.log.log_start_offset)
+        return is_new_leader_epoch
+
+    def local_log_with_epoch(self, current_leader_epoch: int, require_leader: bool = True) -> Log:
+        """Kafka's Partition.localLogWithEpochOrThrow: the client's leader epoch is checked first
+        (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), then leadership (NOT_LEADER_OR_FOLLOWER)."""
+        self.check_leader_epoch(current_leader_epoch)
+        if require_leader and not self.is_leader:
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return self.log
 
     @property
     def is_leader(self) -> bool:
@@ -114,11 +167,10 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
+                                     fetch_only_from_leader: bool = True) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest epoch <= leader_epoch, the offset where it ended)."""
-        if not self.is_leader:
-            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        self.check_leader_epoch(current_leader_epoch)
+        self.local_log_with_epoch(current_leader_epoch, fetch_only_from_leader)
         # Retention may have moved the log start since the last lookup.
         self.leader_epoch_cache.truncate_from_start(self.log.log_start_offset)
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log.log_end_offset)

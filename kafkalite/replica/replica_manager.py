@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import time
 import uuid
-from typing import Callable, Iterable, Optional
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Optional
 
+from kafkalite.cluster.metadata_cache import BrokerInfo, MetadataCache, UpdateMetadataPartitionState
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.errors import (CorruptRecordError, DecompressionError, KafkaStorageError, OffsetOutOfRangeError,
                                   RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalite.log.log import ORIGIN_CLIENT
 from kafkalite.log.record_batch import split_batches
-from kafkalite.log.log_manager import LogManager
+from kafkalite.log.log_manager import LogManager, log_delete_dir_name
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.purgatory import DelayedOperationPurgatory
 from kafkalite.replica.delayed_fetch import DelayedFetch
 from kafkalite.replica.delayed_produce import DelayedProduce
+from kafkalite.replica.control_states import (EPOCH_DURING_DELETE, NO_EPOCH, LeaderAndIsrPartitionState,
+                                              StopReplicaPartitionState)
 from kafkalite.replica.partition import Partition, TopicPartition
 from kafkalite.replica.results import (FetchPartitionRequest, FetchPartitionResult,
                                        ListOffsetsPartitionResult, ProducePartitionResult)
@@ -34,6 +40,17 @@ LATEST_TIERED_TIMESTAMP = -5
 # Fetch / ListOffsets isolation levels
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
+
+
+ZERO_UUID = uuid.UUID(int=0)
+# Kafka's KafkaController.InitialControllerEpoch: the highest controller epoch seen before any request
+INITIAL_CONTROLLER_EPOCH = 0
+
+# Leadership listeners: told after a LeaderAndIsr / StopReplica is applied (the coordinators load or
+# unload their `__consumer_offsets` / `__transaction_state` partitions; the leader epoch is their
+# coordinator epoch).
+BecameLeaderListener = Callable[[TopicPartition, int], None]
+BecameFollowerOrStoppedListener = Callable[[TopicPartition], None]
 
 
 def now_ms() -> int:
@@ -76,28 +93,28 @@ def _log_start_offset(partition: Optional["Partition"]) -> int:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager,
+                 metadata_cache: Optional[MetadataCache] = None) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
+        # the cluster view: tells "not hosted here but the topic exists" (NOT_LEADER_OR_FOLLOWER)
+        # from "unknown" and which brokers are alive; UpdateMetadata lands in it through us
+        self.metadata_cache = metadata_cache
         self.partitions: dict[TopicPartition, Partition] = {}
+        # the highest controller epoch seen in LeaderAndIsr / StopReplica / UpdateMetadata: requests
+        # of an older controller are refused
+        self.controller_epoch = INITIAL_CONTROLLER_EPOCH
         # Each purgatory owns its timing wheel, as in Kafka.
         self.produce_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Fetch")
         # Listeners told when a partition's high watermark moves (e.g. fetch sessions, coordinators).
         self._hw_listeners: list[Callable[[TopicPartition], None]] = []
+        self._leadership_listeners: list[tuple[BecameLeaderListener, BecameFollowerOrStoppedListener]] = []
 
-    # -- leadership (what LeaderAndIsr / StopReplica do) -------------------------------------
+    # -- leadership (the embedded single-node controller's direct calls) ----------------------
     def become_leader(self, tp: TopicPartition, topic_id: uuid.UUID, leader_epoch: int,
                       replicas: list[int], isr: list[int], config: LogConfig) -> Partition:
-        partition = self.partitions.get(tp)
-        if partition is None:
-            log_ = self.log_manager.get_or_create_log(tp.topic, tp.partition, config, topic_id=topic_id)
-            partition = Partition(tp, topic_id, log_, self.broker_id)
-            self.partitions[tp] = partition
-        if partition.log.config != config:
-            # Logs opened at start-up got the broker defaults; the topic's own overrides (from
-            # the metadata store) apply from here on.
-            partition.log.update_config(config)
+        partition = self._get_or_create_partition(tp, topic_id, config)
         partition.make_leader(leader_epoch, replicas, isr)
         return partition
 
@@ -111,16 +128,282 @@ class ReplicaManager:
         if delete:
             self.log_manager.delete_log(tp.topic, tp.partition)
 
+    def _get_or_create_partition(self, tp: TopicPartition, topic_id: Optional[uuid.UUID],
+                                 config: LogConfig) -> Partition:
+        """The hosted partition, created with its log (opened or made empty) if absent. Raises
+        the log layer's errors (KafkaStorageError, InconsistentTopicIdError)."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            log_ = self.log_manager.get_or_create_log(tp.topic, tp.partition, config, topic_id=topic_id)
+            partition = Partition(tp, topic_id or log_.topic_id or ZERO_UUID, log_, self.broker_id)
+            self.partitions[tp] = partition
+        elif topic_id is not None and partition.log.topic_id is None:
+            partition.log.assign_topic_id(topic_id)
+            partition.topic_id = topic_id
+        if partition.log.config != config:
+            # Logs opened at start-up got the broker defaults; the topic's own overrides (from
+            # the metadata store) apply from here on.
+            partition.log.update_config(config)
+        return partition
+
+    # -- leadership listeners ------------------------------------------------------------------
+    def add_leadership_listener(self, on_became_leader: BecameLeaderListener,
+                                on_became_follower_or_stopped: BecameFollowerOrStoppedListener) -> None:
+        """Kafka's onLeadershipChange callback: `on_became_leader(tp, leader_epoch)` for each
+        partition this broker newly leads, `on_became_follower_or_stopped(tp)` for each partition
+        that became a follower at a new leader epoch or was stopped with deletion; called after
+        the change is applied, in request order."""
+        self._leadership_listeners.append((on_became_leader, on_became_follower_or_stopped))
+
+    def _notify_leadership(self, leaders: list[Partition], followers: list[TopicPartition]) -> None:
+        for on_leader, on_follower in list(self._leadership_listeners):
+            for p in leaders:
+                try:
+                    on_leader(p.tp, p.leader_epoch)
+                except Exception:
+                    log.exception("leadership listener failed for %s", p.tp)
+            for tp in followers:
+                try:
+                    on_follower(tp)
+                except Exception:
+                    log.exception("leadership listener failed for %s", tp)
+
+    # -- LeaderAndIsr --------------------------------------------------------------------------
+    def _is_alive_broker(self, broker_id: int, live_leaders: frozenset[int]) -> bool:
+        # Kafka asks its metadata cache; without one (tests, the embedded mode) the request's
+        # live leaders stand in
+        if self.metadata_cache is not None:
+            return self.metadata_cache.has_alive_broker(broker_id)
+        return broker_id in live_leaders
+
+    def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
+                                  partition_states: Iterable[LeaderAndIsrPartitionState],
+                                  topic_ids: Mapping[str, uuid.UUID], live_leaders: Iterable[int],
+                                  log_config_for: Callable[[str], LogConfig], *,
+                                  is_kraft_controller: bool = False
+                                  ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka's ReplicaManager.becomeLeaderOrFollower: (top-level error, error per partition).
+
+        A controller epoch older than the highest seen refuses the whole request
+        (STALE_CONTROLLER_EPOCH, no partitions). Per partition, in Kafka's order: a topic id
+        different from the log's is INCONSISTENT_TOPIC_ID; a leader epoch newer than the
+        partition's (or equal, from a KRaft controller) applies the state if this broker is
+        among the replicas (UNKNOWN_TOPIC_OR_PARTITION otherwise); an older one is
+        STALE_CONTROLLER_EPOCH; an equal one only assigns a topic id the log lacks (NONE) or is
+        STALE_CONTROLLER_EPOCH. Leaders are made before followers; a follower whose leader is not
+        alive only gets its log. Storage failures are KAFKA_STORAGE_ERROR for that partition."""
+        if controller_epoch < self.controller_epoch:
+            log.warning("Ignoring LeaderAndIsr request from controller %d since its controller epoch %d is old. "
+                        "Latest known controller epoch is %d", controller_id, controller_epoch, self.controller_epoch)
+            return ErrorCode.STALE_CONTROLLER_EPOCH, {}
+        self.controller_epoch = controller_epoch
+        live = frozenset(live_leaders)
+
+        def topic_id_of(topic: str) -> Optional[uuid.UUID]:
+            tid = topic_ids.get(topic)
+            return None if tid is None or tid == ZERO_UUID else tid
+
+        errors: dict[TopicPartition, ErrorCode] = {}
+        to_lead: list[LeaderAndIsrPartitionState] = []
+        to_follow: list[LeaderAndIsrPartitionState] = []
+        for state in partition_states:
+            tp = state.tp
+            errors[tp] = ErrorCode.NONE     # keeps request order; overwritten below
+            partition = self.partitions.get(tp)
+            current_epoch = partition.leader_epoch if partition is not None else -1
+            existing_log = partition.log if partition is not None else self.log_manager.get_log(tp)
+            log_topic_id = existing_log.topic_id if existing_log is not None else None
+            request_topic_id = topic_id_of(tp.topic)
+            if request_topic_id is not None and log_topic_id is not None and request_topic_id != log_topic_id:
+                log.error("Topic ID in memory: %s does not match the topic ID for partition %s received: %s.",
+                          log_topic_id, tp, request_topic_id)
+                errors[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
+            elif state.leader_epoch > current_epoch or (state.leader_epoch == current_epoch and is_kraft_controller):
+                if self.broker_id in state.replicas:
+                    (to_lead if state.leader == self.broker_id else to_follow).append(state)
+                else:
+                    log.warning("Ignoring LeaderAndIsr request from controller %d epoch %d for partition %s as "
+                                "itself is not in assigned replica list %s", controller_id, controller_epoch, tp,
+                                ",".join(map(str, state.replicas)))
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif state.leader_epoch < current_epoch:
+                log.warning("Ignoring LeaderAndIsr request from controller %d epoch %d for partition %s since its "
+                            "associated leader epoch %d is smaller than the current leader epoch %d",
+                            controller_id, controller_epoch, tp, state.leader_epoch, current_epoch)
+                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+            elif request_topic_id is not None and log_topic_id is None and partition is not None:
+                # the controller moving to topic ids without bumping the epoch: the log takes it
+                partition.log.assign_topic_id(request_topic_id)
+                partition.topic_id = request_topic_id
+            elif request_topic_id is None and log_topic_id is not None and state.leader != self.broker_id:
+                pass   # a downgrade away from topic ids: only a fetcher's state would change
+            else:
+                log.info("Ignoring LeaderAndIsr request from controller %d epoch %d for partition %s since its "
+                         "associated leader epoch %d matches the current leader epoch",
+                         controller_id, controller_epoch, tp, state.leader_epoch)
+                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+
+        became_leader: list[Partition] = []
+        for state in to_lead:
+            try:
+                p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), log_config_for(state.topic))
+                if p.make_leader(state.leader_epoch, list(state.replicas), list(state.isr),
+                                 state.partition_epoch, state.controller_epoch):
+                    became_leader.append(p)
+            except KafkaStorageError as e:
+                log.error("Skipped the become-leader state change for partition %s since the replica for the "
+                          "partition is offline due to storage error %s", state.tp, e)
+                errors[state.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        became_follower: list[Partition] = []
+        for state in to_follow:
+            try:
+                p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), log_config_for(state.topic))
+                if self._is_alive_broker(state.leader, live):
+                    if p.make_follower(state.leader, state.leader_epoch, list(state.replicas), list(state.isr),
+                                       state.partition_epoch, state.controller_epoch):
+                        became_follower.append(p)
+                else:
+                    # Kafka keeps the state as it was and only makes sure the log exists
+                    log.error("Received LeaderAndIsr request from controller %d epoch %d for partition %s but "
+                              "cannot become follower since the new leader %d is unavailable.",
+                              controller_id, controller_epoch, state.tp, state.leader)
+            except KafkaStorageError as e:
+                log.error("Skipped the become-follower state change for partition %s since the replica for the "
+                          "partition is offline due to storage error %s", state.tp, e)
+                errors[state.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        for p in became_follower:
+            # produce and fetch waiting on a former leader answer now (NOT_LEADER_OR_FOLLOWER)
+            self._complete_delayed(p.tp)
+        self._notify_leadership(became_leader, [p.tp for p in became_follower])
+        return ErrorCode.NONE, errors
+
+    # -- StopReplica ---------------------------------------------------------------------------
+    async def stop_replicas(self, controller_id: int, controller_epoch: int,
+                            partition_states: Mapping[TopicPartition, StopReplicaPartitionState]
+                            ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka's ReplicaManager.stopReplicas: (top-level error, error per partition).
+
+        An old controller epoch is STALE_CONTROLLER_EPOCH with no partitions. A hosted partition is
+        stopped when the request's leader epoch is -2 (topic deletion), -1 (no epoch: v0-2) or at
+        least the partition's; older is FENCED_LEADER_EPOCH. A partition not hosted is stopped
+        too (its log, if any, deleted when asked: a topic deleted while this broker was down).
+        Without deletion the partition stays hosted in its last state (Kafka only stops its
+        fetcher); with deletion it goes and its log is deleted: the directory renamed at once
+        (a crash finishes the deletion at start-up), its files removed off the loop."""
+        if controller_epoch < self.controller_epoch:
+            log.warning("Ignoring StopReplica request from controller %d since its controller epoch %d is old. "
+                        "Latest known controller epoch is %d", controller_id, controller_epoch, self.controller_epoch)
+            return ErrorCode.STALE_CONTROLLER_EPOCH, {}
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        stopped: list[tuple[TopicPartition, bool]] = []
+        for tp, state in partition_states.items():
+            partition = self.partitions.get(tp)
+            if partition is not None and not (state.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH)
+                                              or state.leader_epoch >= partition.leader_epoch):
+                log.warning("Ignoring StopReplica request (delete=%s) from controller %d epoch %d for partition %s "
+                            "since its associated leader epoch %d is smaller than the current leader epoch %d",
+                            state.delete_partition, controller_id, controller_epoch, tp, state.leader_epoch,
+                            partition.leader_epoch)
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            stopped.append((tp, state.delete_partition))
+            errors[tp] = ErrorCode.NONE
+
+        to_delete: list[TopicPartition] = []
+        for tp, delete in stopped:
+            if delete:
+                self.partitions.pop(tp, None)
+                to_delete.append(tp)
+            # a former leader's waiting produce / fetch complete now instead of timing out
+            self._complete_delayed(tp)
+        failures = await self._delete_logs(to_delete)
+        for tp, exc in failures.items():
+            log.error("Ignoring StopReplica request (delete=true) from controller %d epoch %d for partition %s "
+                      "due to %s", controller_id, controller_epoch, tp, exc)
+            errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        self._notify_leadership([], [tp for tp in to_delete if tp not in failures])
+        return ErrorCode.NONE, errors
+
+    async def _delete_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, Exception]:
+        """Delete the partitions' logs: each directory is renamed to its `-delete` name here (fast;
+        the log manager removes such leftovers at start-up), the log manager forgets the log, and
+        the files go in a worker thread so a large log does not stall the loop."""
+        failures: dict[TopicPartition, Exception] = {}
+        doomed: list[Path] = []
+        for tp in tps:
+            lg = self.log_manager.get_log(tp)
+            if lg is None:
+                continue
+            try:
+                target = lg.dir.with_name(log_delete_dir_name(tp.topic, tp.partition))
+                os.rename(lg.dir, target)
+                # the directory is gone from its name: the log manager's delete only closes the
+                # log, forgets it and checkpoints
+                self.log_manager.delete_log(tp.topic, tp.partition)
+                doomed.append(target)
+            except OSError as e:
+                failures[tp] = e
+        if doomed:
+            await asyncio.to_thread(lambda: [shutil.rmtree(d, ignore_errors=True) for d in doomed])
+        return failures
+
+    # -- UpdateMetadata ------------------------------------------------------------------------
+    def maybe_update_metadata_cache(self, controller_id: int, controller_epoch: int,
+                                    live_brokers: Iterable[BrokerInfo],
+                                    partition_states: Iterable[UpdateMetadataPartitionState],
+                                    topic_ids: Mapping[str, uuid.UUID]) -> list[TopicPartition]:
+        """Kafka's maybeUpdateMetadataCache: an older controller epoch raises NOT_CONTROLLER
+        (Kafka's ControllerMovedException, which KafkaApis answers with that code); otherwise
+        the cache takes the update and the epoch is remembered. Returns the deleted partitions."""
+        if controller_epoch < self.controller_epoch:
+            message = (f"Received update metadata request from an old controller {controller_id} with epoch "
+                       f"{controller_epoch}. Latest known controller epoch is {self.controller_epoch}")
+            log.warning(message)
+            raise KafkaApiError(ErrorCode.NOT_CONTROLLER, message)
+        if self.metadata_cache is None:
+            raise RuntimeError("the replica manager has no metadata cache to update")
+        deleted = self.metadata_cache.update_metadata(controller_id, controller_epoch, live_brokers,
+                                                      partition_states, topic_ids)
+        self.controller_epoch = controller_epoch
+        return deleted
+
+    # -- lookups -------------------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Optional[Partition]:
         return self.partitions.get(tp)
 
-    def leader_partition(self, tp: TopicPartition) -> Partition:
+    def partition_or_error(self, tp: TopicPartition) -> Partition:
+        """Kafka's getPartitionOrException: the hosted partition; else NOT_LEADER_OR_FOLLOWER when
+        the cluster has the partition elsewhere (the client refreshes its metadata), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
         p = self.partitions.get(tp)
-        if p is None:
-            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if p is not None:
+            return p
+        if self.metadata_cache is not None and self.metadata_cache.contains_partition(tp):
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def _partition_or_error_code(self, tp: TopicPartition) -> Partition | ErrorCode:
+        try:
+            return self.partition_or_error(tp)
+        except KafkaApiError as e:
+            return e.code
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        p = self.partition_or_error(tp)
         if not p.is_leader:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return p
+
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch from a client (Kafka checks the current leader epoch before
+        leadership). Raises KafkaApiError."""
+        return self.partition_or_error(tp).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
+
+    def _complete_delayed(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
 
     def update_log_config(self, topic: str, config: LogConfig) -> None:
         for tp, p in self.partitions.items():
@@ -171,7 +454,7 @@ class ReplicaManager:
             self._on_append(tp)
         if required_acks == -1 and pending:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            op = DelayedProduce(timeout_ms, pending, self.get_partition, future)
+            op = DelayedProduce(timeout_ms, pending, self._partition_or_error_code, future)
             if not self.produce_purgatory.try_complete_else_watch(op, list(pending)):
                 await future
         return results
@@ -190,12 +473,15 @@ class ReplicaManager:
     async def fetch_messages(self, max_wait_ms: int, min_bytes: int, max_bytes: int,
                              isolation_level: int,
                              fetch_infos: list[tuple[TopicPartition, FetchPartitionRequest]],
-                             min_one_message: bool = True
+                             min_one_message: bool = True, fetch_only_leader: bool = True
                              ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
         """`min_one_message` False is Kafka's hard max-bytes limit of Fetch v0-2 (FetchParams.
-        hardMaxBytesLimit): a first batch above the limits is not returned whole."""
+        hardMaxBytesLimit): a first batch above the limits is not returned whole.
+        `fetch_only_leader` False lets a consumer read a follower up to its high watermark (Kafka's
+        FetchParams.fetchOnlyLeader is false for consumers sending client metadata, Fetch v11+)."""
         def read() -> list[tuple[TopicPartition, FetchPartitionResult]]:
-            return self.read_from_local_logs(max_bytes, isolation_level, fetch_infos, min_one_message)
+            return self.read_from_local_logs(max_bytes, isolation_level, fetch_infos, min_one_message,
+                                             fetch_only_leader)
 
         results = read()
         total = sum(r.size for _tp, r in results)
@@ -205,15 +491,20 @@ class ReplicaManager:
         future: asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]] = \
             asyncio.get_running_loop().create_future()
         op = DelayedFetch(max_wait_ms, min_bytes, fetch_infos,
-                          lambda tp, info: self._available_bytes(tp, info, isolation_level),
+                          lambda tp, info: self._available_bytes(tp, info, isolation_level, fetch_only_leader),
                           read, future)
         self.fetch_purgatory.try_complete_else_watch(op, [tp for tp, _ in fetch_infos])
         return await future
 
     def _available_bytes(self, tp: TopicPartition, info: FetchPartitionRequest,
-                         isolation_level: int) -> Optional[int]:
+                         isolation_level: int, fetch_only_leader: bool = True) -> Optional[int]:
         p = self.partitions.get(tp)
-        if p is None or not p.is_leader:
+        if p is None:
+            return None
+        try:
+            # Kafka's fetchOffsetSnapshot: a fenced epoch or lost leadership completes the fetch
+            p.local_log_with_epoch(info.current_leader_epoch, fetch_only_leader)
+        except KafkaApiError:
             return None
         upper = p.fetch_upper_bound(isolation_level, is_follower=False)
         if info.fetch_offset > p.log_end_offset or info.fetch_offset < p.log_start_offset:
@@ -228,7 +519,7 @@ class ReplicaManager:
 
     def read_from_local_logs(self, max_bytes: int, isolation_level: int,
                              fetch_infos: Iterable[tuple[TopicPartition, FetchPartitionRequest]],
-                             min_one_message: bool = True
+                             min_one_message: bool = True, fetch_only_leader: bool = True
                              ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
         """Kafka's readFromLocalLog: partitions in request order share `max_bytes`; the first
         partition with data may exceed the limits by one batch so a consumer always progresses
@@ -237,8 +528,8 @@ class ReplicaManager:
         limit = max_bytes
         for tp, info in fetch_infos:
             try:
-                p = self.leader_partition(tp)
-                p.check_leader_epoch(info.current_leader_epoch)
+                p = self.partition_or_error(tp)
+                p.local_log_with_epoch(info.current_leader_epoch, fetch_only_leader)
                 upper = p.fetch_upper_bound(isolation_level, is_follower=False)
                 hw, lso, lso_start = p.high_watermark, p.last_stable_offset, p.log_start_offset
                 adjusted = max(0, min(info.partition_max_bytes, limit))
@@ -274,17 +565,25 @@ class ReplicaManager:
 
     # -- list offsets ------------------------------------------------------------------------
     def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int, isolation_level: int,
-                                   current_leader_epoch: int, from_consumer: bool
-                                   ) -> ListOffsetsPartitionResult:
+                                   current_leader_epoch: int, from_consumer: bool,
+                                   fetch_only_from_leader: bool = True) -> ListOffsetsPartitionResult:
+        """`fetch_only_from_leader` False: Kafka's debugging replica id (-2) may read a follower."""
         try:
-            p = self.leader_partition(tp)
-            p.check_leader_epoch(current_leader_epoch)
+            p = self.partition_or_error(tp)
+            p.local_log_with_epoch(current_leader_epoch, fetch_only_from_leader)
         except KafkaApiError as e:
             return ListOffsetsPartitionResult(e.code)
+        # A new leader whose HW has not reached its epoch's start does not know yet what is
+        # committed: a consumer asking the latest offset, or a timestamp found nowhere below the
+        # fetchable end, gets OFFSET_NOT_AVAILABLE and retries (Kafka's Partition.fetchOffsetForTimestamp).
+        hw_lagging = from_consumer and p.leader_epoch_start_offset is not None \
+            and p.leader_epoch_start_offset > p.high_watermark
         last_fetchable = (p.fetch_upper_bound(isolation_level, is_follower=False)
                           if from_consumer else p.log_end_offset)
         epoch = p.leader_epoch
         if timestamp == LATEST_TIMESTAMP:
+            if hw_lagging:
+                return ListOffsetsPartitionResult(ErrorCode.OFFSET_NOT_AVAILABLE)
             return ListOffsetsPartitionResult(ErrorCode.NONE, -1, last_fetchable, epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ListOffsetsPartitionResult(ErrorCode.NONE, -1, p.log_start_offset, epoch)
@@ -298,19 +597,22 @@ class ReplicaManager:
         else:
             found = p.log.fetch_offset_by_timestamp(timestamp)
         if found is None or found[1] >= last_fetchable:
+            if hw_lagging:
+                return ListOffsetsPartitionResult(ErrorCode.OFFSET_NOT_AVAILABLE)
             # KafkaApis' buildErrorResponse(NONE): no offset, no timestamp, no leader epoch
             return ListOffsetsPartitionResult(ErrorCode.NONE, -1, -1, -1)
         return ListOffsetsPartitionResult(ErrorCode.NONE, found[0], found[1], epoch)
 
     def legacy_fetch_offsets_before(self, tp: TopicPartition, timestamp: int, max_num_offsets: int,
-                                    from_consumer: bool) -> list[int]:
+                                    from_consumer: bool, fetch_only_from_leader: bool = True) -> list[int]:
         """ListOffsets v0 (Kafka's Partition/UnifiedLog.legacyFetchOffsetsForTimestamp): segment
         base offsets (at least the log start offset) paired with the segments' file mtimes, plus
         the log end offset stamped now if the active segment holds data; the offsets of the
         newest entry at or before `timestamp` (-1: the last, -2: the first) and older ones,
         newest first, at most `max_num_offsets`. A consumer sees nothing above the high
         watermark: the HW takes the place of larger offsets. Raises KafkaApiError."""
-        p = self.leader_partition(tp)
+        p = self.partition_or_error(tp)
+        p.local_log_with_epoch(-1, fetch_only_from_leader)
         log = p.log
         segments = log.segments
         entries = [(max(s.base_offset, log.log_start_offset), s.last_modified_ms()) for s in segments]
