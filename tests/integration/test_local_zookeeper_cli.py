@@ -1,6 +1,7 @@
 """`kafkalite zookeeper` as a process: the ready line, a real ZooKeeper behind it (kazoo), clean
-stop on SIGTERM and SIGINT with exit code 0, the data dir kept across runs, and one-line errors
-(missing jar, missing Java, port in use, dir in use) with exit code 1."""
+stop on SIGTERM and SIGINT with exit code 0, the data dir kept across runs, no ZooKeeper left
+behind when the command is killed, and one-line errors (missing jar, missing Java, port in use,
+dir in use) with exit code 1."""
 from __future__ import annotations
 
 import os
@@ -132,6 +133,17 @@ def test_ready_line_shows_the_absolute_dir(tmp_path: Path, processes: list[subpr
     assert m and m.group(2) == str((tmp_path / "relative-zk").resolve())
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
+
+
+def test_zookeeper_goes_when_the_command_is_killed(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
+    # SIGKILL leaves no chance to stop ZooKeeper: the parent-death signal does it
+    proc, port = _start(processes, "--dir", str(tmp_path / "zk"), "--port", "0")
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 20
+    while _port_open(port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _port_open(port)
 
 
 def _one_line_failure(args: list[str], env: dict[str, str]) -> str:
