@@ -277,7 +277,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"client port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free port)")
     p.add_argument("--tick-time-ms", type=_tick, default=DEFAULT_TICK_TIME_MS, metavar="MS",
-                   help=f"ZooKeeper's tickTime; the shortest session timeout is 2 ticks (default {DEFAULT_TICK_TIME_MS})")
+                   help="ZooKeeper's tickTime; the shortest session timeout is 2 ticks "
+                        f"(default {DEFAULT_TICK_TIME_MS})")
     p.add_argument("--zookeeper-jar", default=None, metavar="JAR",
                    help=f"ZooKeeper's jar (default ${JAR_ENV} or {ZOOKEEPER_JAR})")
     p.add_argument("--start-timeout-s", type=_tick, default=60, metavar="S",

@@ -4,7 +4,6 @@ Election / PartitionLeaderElectionAlgorithms behaviour (cases from
 PartitionLeaderElectionAlgorithmsTest included), plus hypothesis properties."""
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

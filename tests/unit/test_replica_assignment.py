@@ -140,7 +140,8 @@ def test_broker_metadatas_modes() -> None:
     ({1: [1, 2], 2: [1, 2]}, "partitions should be a consecutive 0-based integer sequence"),
     ({0: [1, 2], 3: [1, 2]}, "partitions should be a consecutive 0-based integer sequence"),
     ({-1: [1, 2], 1: [1, 2], 2: [1, 2], 4: [1, 2]}, "partitions should be a consecutive 0-based integer sequence"),
-    ({1: [2, 3], 0: [1, 1]}, "Duplicate replica assignment found: HashMap(0 -> ArrayBuffer(1, 1), 1 -> ArrayBuffer(2, 3))"),
+    ({1: [2, 3], 0: [1, 1]},
+     "Duplicate replica assignment found: HashMap(0 -> ArrayBuffer(1, 1), 1 -> ArrayBuffer(2, 3))"),
 ])
 def test_validate_topic_create_assignment_errors(assignment: dict[int, list[int]], message: str) -> None:
     with pytest.raises(InvalidReplicaAssignmentError) as e:
