@@ -558,6 +558,10 @@ class KafkaConfig(BaseModel):
             return self.listener_endpoints()
         return parse_listeners(self.advertised_listeners)
 
+    def listener_protocols(self) -> dict[str, str]:
+        """listener.security.protocol.map as a dict: listener name -> security protocol."""
+        return _parse_protocol_map(self.listener_security_protocol_map)
+
     def inter_broker_listener(self) -> str:
         """Name of the listener brokers use to talk to each other."""
         if self.inter_broker_listener_name is not None:

@@ -14,7 +14,7 @@ from kafkalite.config.topic_config import (InvalidTopicConfigError, message_form
                                            topic_log_config, validate_topic_log_config)
 from kafkalite.controller.metadata_store import MetadataStore, PartitionState, TopicRecord, new_kafka_uuid
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.replica.partition import TopicPartition
+from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.replica.replica_manager import ReplicaManager
 from kafkalite.cluster.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo, TopicInfo
 from kafkalite.cluster.topic_validation import is_internal, topic_name_error, unify_collision_chars

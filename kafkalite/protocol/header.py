@@ -53,8 +53,17 @@ def read_unsigned_varint(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
             raise MalformedHeaderError("varint too long")
 
 
+_FIXED_V0 = struct.Struct(">hhi")  # header v0: no client id
+# Kafka's one header-v0 request still served: ControlledShutdown v0 (its generator special-cases it)
+_HEADER_V0_APIS = frozenset({(7, 0)})
+
+
 def decode_request_header(frame: memoryview | bytes, flexible: bool) -> tuple[RequestHeader, int]:
     """Decode the header; return it and the offset where the body starts."""
+    if len(frame) >= _FIXED_V0.size:
+        api_key, api_version, correlation_id = _FIXED_V0.unpack_from(frame, 0)
+        if (api_key, api_version) in _HEADER_V0_APIS:
+            return RequestHeader(api_key, api_version, correlation_id, ""), _FIXED_V0.size
     if len(frame) < _FIXED.size:
         raise MalformedHeaderError("frame shorter than a request header")
     api_key, api_version, correlation_id, client_len = _FIXED.unpack_from(frame, 0)

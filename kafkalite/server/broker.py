@@ -8,7 +8,7 @@ import logging
 import socket
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from kafkalite.config.broker_configs import broker_log_config
 from kafkalite.config.dynamic_broker_config import (LOG_CLEANER_CONFIGS, LOG_CONFIGS, DynamicBrokerConfig)
@@ -23,9 +23,11 @@ from kafkalite.coordinator.transaction.transaction_state_manager import Transact
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleaner
 from kafkalite.log.log_manager import LogManager
 from kafkalite.network.socket_server import Endpoint, SocketServer
-from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_manager import ReplicaManager
 from kafkalite.server.fetch_session import FetchSessionCache
+from kafkalite.cluster.topic_partition import TopicPartition
+from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from kafkalite.protocol import inter_broker
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.handlers import (api_versions, create_topics, delete_groups, delete_topics,
                                        describe_groups, fetch, find_coordinator, heartbeat,
@@ -38,7 +40,16 @@ from kafkalite.server.handlers import describe_producers, txn_offset_commit
 from kafkalite.server.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
                                        list_transactions, write_txn_markers)
 from kafkalite.server.kafka_apis import KafkaApis
-from kafkalite.cluster.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+from kafkalite.server.admin_manager import LocalAdminManager, ZkAdminManager
+from kafkalite.server.broker_epoch import BrokerEpoch
+from kafkalite.server.cluster_member import InternalTopics, connect_zookeeper, controlled_shutdown, internal_topic_records
+from kafkalite.server.dynamic_config_manager import DynamicConfigManager
+from kafkalite.server.handlers import (alter_partition, controlled_shutdown as controlled_shutdown_api, elect_leaders,
+                                       leader_and_isr, stop_replica, update_metadata)
+from kafkalite.controller.broker_registration import registration_of
+from kafkalite.controller.kafka_controller import ControllerConfig, KafkaController
+from kafkalite.coordinator.transaction.producer_id_manager import ZkProducerIdManager
+from kafkalite.cluster.metadata_cache import SECURITY_PROTOCOL_IDS, BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.server.scheduler import Scheduler
 from kafkalite.server.services import BrokerServices
 
@@ -72,32 +83,63 @@ class KafkaServer:
         self.dynamic_config = DynamicBrokerConfig(config, self.broker_id,
                                                   log_cleaner_enabled=config.log_cleaner_enable)
         self.controller: Optional[LocalController] = None
+        # cluster mode (zookeeper.connect): the ZooKeeper session and what runs on it
+        self.zk_store: Any = None
+        self.zk: Any = None
+        self.kafka_controller: Optional[KafkaController] = None
+        self.config_manager: Optional[DynamicConfigManager] = None
+        self.broker_epoch = BrokerEpoch()
+        self.metadata_cache: Optional[MetadataCache] = None
+        self.producer_ids: Any = None
         self._shutdown_done = False
 
     def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
+        protocols = self.config.listener_protocols()
+
+        def protocol(name: str) -> int:
+            return SECURITY_PROTOCOL_IDS.get(protocols.get(name, "PLAINTEXT"), 0)
         if self.config.advertised_listeners:
-            return [BrokerEndpoint(e.name, e.host or socket.getfqdn(), e.port)
+            return [BrokerEndpoint(e.name, e.host or socket.getfqdn(), e.port, protocol(e.name))
                     for e in self.config.advertised_endpoints()]
         return [BrokerEndpoint(e.listener_name, e.host if e.host not in ("", "0.0.0.0", "::") else socket.getfqdn(),
-                               e.port) for e in bound]
+                               e.port, protocol(e.listener_name)) for e in bound]
+
+    @property
+    def cluster_mode(self) -> bool:
+        return self.config.zookeeper_connect is not None
 
     async def startup(self) -> list[Endpoint]:
         cfg = self.config
         log_dirs = cfg.log_dirs_list()
         for d in log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
-        self.store = LocalMetadataStore(Path(log_dirs[0]))
-        self.store.load()
-        # dynamic broker configs (AlterConfigs on BROKER resources) apply from the start, as
-        # Kafka's DynamicBrokerConfig.initialize reads them before the log manager starts
-        self.dynamic_config.load(self.store)
+        internal_topics: dict = {}
+        if self.cluster_mode:
+            self.zk_store, self.zk = await connect_zookeeper(cfg)
+            cluster_id = await self.zk.get_or_create_cluster_id()
+            self.config_manager = DynamicConfigManager(
+                self.broker_id, self.zk_store, self.zk, self.dynamic_config,
+                default_log_config=lambda: broker_log_config(self.dynamic_config.current),
+                apply_topic_config=self._apply_topic_config)
+            await self.config_manager.load()
+            # dynamic broker configs apply from the start (DynamicBrokerConfig.initialize)
+            self.dynamic_config.load(self.config_manager)
+            internal_topics = await internal_topic_records(self.zk)
+        else:
+            self.store = LocalMetadataStore(Path(log_dirs[0]))
+            self.store.load()
+            cluster_id = self.store.cluster_id()
+            # dynamic broker configs (AlterConfigs on BROKER resources) apply from the start, as
+            # Kafka's DynamicBrokerConfig.initialize reads them before the log manager starts
+            self.dynamic_config.load(self.store)
         default_log_config = broker_log_config(self.dynamic_config.current)
         self.log_manager = LogManager(log_dirs, default_log_config)
         # Opening logs reads files (and recovers them after a crash): keep it off the loop.
         await asyncio.to_thread(self.log_manager.startup)
 
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager)
-        cache = MetadataCache(self.store.cluster_id())
+        cache = MetadataCache(cluster_id, self.broker_id)
+        self.metadata_cache = cache
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, cache)
 
         specs: list[ApiSpec] = []
         self.socket_server = SocketServer(
@@ -109,13 +151,44 @@ class KafkaServer:
         self.bound = await self.socket_server.bind()
 
         broker_info = BrokerInfo(self.broker_id, tuple(self._advertised(self.bound)), cfg.broker_rack)
-        controller = LocalController(
-            self.broker_id, self.store, self.replica_manager, cache, default_log_config,
-            cfg.num_partitions, cfg.default_replication_factor, broker_info, cfg.delete_topic_enable)
-        controller.startup()
-        self.controller = controller
+        admin: Any
+        coordinator_topics: Any
+        if self.cluster_mode:
+            assert self.zk is not None and self.zk_store is not None
+            self.kafka_controller = KafkaController(
+                ControllerConfig(
+                    broker_id=self.broker_id, delete_topic_enable=cfg.delete_topic_enable,
+                    auto_leader_rebalance_enable=cfg.auto_leader_rebalance_enable,
+                    leader_imbalance_check_interval_seconds=cfg.leader_imbalance_check_interval_seconds,
+                    leader_imbalance_per_broker_percentage=cfg.leader_imbalance_per_broker_percentage,
+                    unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+                    inter_broker_listener=cfg.inter_broker_listener(),
+                    controller_socket_timeout_ms=cfg.controller_socket_timeout_ms),
+                registration_of(broker_info, cfg.listener_protocols()), self.zk_store, self.zk,
+                on_broker_epoch=self.broker_epoch.set)
+            await self.kafka_controller.register_broker()
+            admin = ZkAdminManager(self.broker_id, self.zk, cache, default_log_config, cfg.num_partitions,
+                                   cfg.default_replication_factor, cfg.delete_topic_enable)
+            coordinator_topics = InternalTopics(admin, cache, internal_topics)
+            zk = self.zk
+
+            async def allocate_block(broker_id: int) -> tuple[int, int]:
+                block = await zk.allocate_producer_id_block(broker_id)
+                return block.first_producer_id, block.size
+            self.producer_ids = ZkProducerIdManager(self.broker_id, allocate_block)
+            await self.producer_ids.startup()
+        else:
+            assert self.store is not None
+            controller = LocalController(
+                self.broker_id, self.store, self.replica_manager, cache, default_log_config,
+                cfg.num_partitions, cfg.default_replication_factor, broker_info, cfg.delete_topic_enable)
+            controller.startup()
+            self.controller = controller
+            admin = LocalAdminManager(controller, cache)
+            coordinator_topics = controller
+            self.producer_ids = ProducerIdManager(self.broker_id, self.store)
         group_storage = GroupMetadataManager(
-            self.broker_id, cfg.offsets_topic_num_partitions, self.replica_manager, controller,
+            self.broker_id, cfg.offsets_topic_num_partitions, self.replica_manager, coordinator_topics,
             replication_factor=cfg.offsets_topic_replication_factor, segment_bytes=cfg.offsets_topic_segment_bytes,
             commit_timeout_ms=cfg.offsets_commit_timeout_ms, required_acks=cfg.offsets_commit_required_acks,
             max_metadata_size=cfg.offset_metadata_max_bytes, load_buffer_size=cfg.offsets_load_buffer_size)
@@ -130,10 +203,10 @@ class KafkaServer:
                          retention_check_interval_ms=cfg.offsets_retention_check_interval_ms),
             group_storage)
         self.group_coordinator.startup()
-        producer_ids = ProducerIdManager(self.broker_id, self.store)
+        producer_ids = self.producer_ids
         self.transaction_coordinator = TransactionCoordinator(
             self.broker_id,
-            TransactionStateManager(self.broker_id, self.replica_manager, controller, TransactionConfig(
+            TransactionStateManager(self.broker_id, self.replica_manager, coordinator_topics, TransactionConfig(
                 transactional_id_expiration_ms=cfg.transactional_id_expiration_ms,
                 transaction_max_timeout_ms=cfg.transaction_max_timeout_ms,
                 num_partitions=cfg.transaction_state_log_num_partitions,
@@ -148,16 +221,21 @@ class KafkaServer:
         self.transaction_coordinator.startup()
         services = BrokerServices(
             broker_id=self.broker_id, config=cfg, metadata_cache=cache,
-            replica_manager=self.replica_manager, controller=controller,
+            replica_manager=self.replica_manager, controller=coordinator_topics,
             producer_id_manager=producer_ids,
             fetch_sessions=FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots),
             group_coordinator=self.group_coordinator, group_metadata_manager=group_storage,
             transaction_coordinator=self.transaction_coordinator,
-            dynamic_config=self.dynamic_config)
-        # this broker leads every `__consumer_offsets` partition it hosts: load them (requests for
-        # their groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile)
-        self.group_coordinator.elect_led_partitions(find_coordinator.led_offsets_partitions(services))
-        self.transaction_coordinator.elect_led_partitions()   # likewise for `__transaction_state`
+            dynamic_config=self.dynamic_config, admin_manager=admin,
+            kafka_controller=self.kafka_controller, broker_epoch=self.broker_epoch,
+            config_manager=self.config_manager)
+        if self.cluster_mode:
+            self._follow_coordinator_leadership()
+        else:
+            # this broker leads every `__consumer_offsets` partition it hosts: load them (requests for
+            # their groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile)
+            self.group_coordinator.elect_led_partitions(find_coordinator.led_offsets_partitions(services))
+            self.transaction_coordinator.elect_led_partitions()   # likewise for `__transaction_state`
         specs += [
             api_versions.make(lambda: specs),
             metadata.make(services),
@@ -195,12 +273,57 @@ class KafkaServer:
             txn_offset_commit.make(services),
             describe_producers.make(services),
         ]
+        if self.cluster_mode:
+            specs += self._inter_broker_specs(services)
         apis = KafkaApis(specs)
         self._schedule_maintenance()
         self._start_log_cleaner()
         self._add_reconfigurables()
         await self.socket_server.start_serving()
+        if self.kafka_controller is not None and self.config_manager is not None:
+            self.config_manager.start()
+            self.kafka_controller.startup()
         return self.bound
+
+    def _apply_topic_config(self, topic: str, config: Any) -> None:
+        if self.replica_manager is not None:
+            self.replica_manager.update_log_config(topic, config)
+
+    def _inter_broker_specs(self, services: BrokerServices) -> list[ApiSpec]:
+        """The controller-to-broker APIs, and ElectLeaders, served in cluster mode."""
+        config_manager = self.config_manager
+        assert config_manager is not None
+        lai = leader_and_isr.make(services)
+
+        async def leader_and_isr_with_configs(ctx: Any, req: Any) -> Any:
+            # a topic created through another broker: read its config before its logs are made
+            await config_manager.prefetch_topic_configs(
+                t for t, _ in inter_broker.leader_and_isr_partition_states(req, ctx.api_version))
+            return await lai.handler(ctx, req)
+        return [ApiSpec(lai.api_key, lai.min_version, lai.max_version, leader_and_isr_with_configs),
+                update_metadata.make(services), stop_replica.make(services),
+                controlled_shutdown_api.make(services), alter_partition.make(services),
+                elect_leaders.make(services)]
+
+    def _follow_coordinator_leadership(self) -> None:
+        """Coordinators load and unload their partitions as this broker gains and loses their
+        leadership (Kafka's onLeadershipChange)."""
+        assert self.replica_manager is not None
+        groups, txns = self.group_coordinator, self.transaction_coordinator
+        assert groups is not None and txns is not None
+
+        def became_leader(tp: TopicPartition, leader_epoch: int) -> None:
+            if tp.topic == GROUP_METADATA_TOPIC_NAME:
+                groups.on_election(tp.partition)
+            elif tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+                txns.on_election(tp.partition, leader_epoch)
+
+        def became_follower_or_stopped(tp: TopicPartition) -> None:
+            if tp.topic == GROUP_METADATA_TOPIC_NAME:
+                groups.on_resignation(tp.partition)
+            elif tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+                txns.on_resignation(tp.partition)
+        self.replica_manager.add_leadership_listener(became_leader, became_follower_or_stopped)
 
     def _schedule_maintenance(self) -> None:
         cfg = self.config
@@ -266,11 +389,15 @@ class KafkaServer:
     def _reconfigure_log_defaults(self, _old: KafkaConfig, new: KafkaConfig) -> None:
         """DynamicLogConfig.reconfigure: new broker defaults for every log, topic overrides kept;
         each log uses them from its next append, roll or retention check."""
-        assert self.controller is not None and self.log_manager is not None and self.store is not None
-        assert self.replica_manager is not None
+        assert self.log_manager is not None and self.replica_manager is not None
         defaults = broker_log_config(new)
-        self.controller.default_log_config = defaults
         self.log_manager.default_config = defaults
+        if self.config_manager is not None:
+            for topic in {tp.topic for tp in self.replica_manager.partitions}:
+                self.replica_manager.update_log_config(topic, self.config_manager.topic_log_config(topic))
+            return
+        assert self.controller is not None and self.store is not None
+        self.controller.default_log_config = defaults
         for record in list(self.store.topics().values()):
             self.replica_manager.update_log_config(record.name, self.controller.log_config_for(record))
 
@@ -281,6 +408,10 @@ class KafkaServer:
         # No new connections; then every request still waiting is answered before the
         # connections close: parked JoinGroup/SyncGroup get NOT_COORDINATOR, long-poll fetches
         # and acks=all produces complete now with what the logs hold.
+        if self.kafka_controller is not None and self.config.controlled_shutdown_enable \
+                and self.metadata_cache is not None and self.broker_epoch.current >= 0:
+            # leadership moves off this broker while it still serves (Kafka's controlledShutdown)
+            await controlled_shutdown(self.config, self.broker_id, self.broker_epoch.current, self.metadata_cache)
         if self.socket_server is not None:
             self.socket_server.stop_accepting()
         if self.transaction_coordinator is not None:
@@ -300,3 +431,11 @@ class KafkaServer:
             await asyncio.to_thread(self.log_manager.shutdown)
         if self.store is not None:
             self.store.close()
+        if self.kafka_controller is not None:
+            await self.kafka_controller.shutdown()
+        if self.config_manager is not None:
+            self.config_manager.stop()
+        if isinstance(self.producer_ids, ZkProducerIdManager):
+            await self.producer_ids.shutdown()
+        if self.zk_store is not None:
+            await self.zk_store.close()   # the registration and (if held) /controller go with the session

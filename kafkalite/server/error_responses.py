@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from kafkalite.protocol.inter_broker import ERROR_RESPONSES as INTER_BROKER_ERROR_RESPONSES
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.messages import messages_for
 
@@ -354,6 +355,17 @@ def list_transactions(req: Any, v: int, code: int, message: Optional[str]) -> An
     return _resp(66, v)(throttle_time_ms=0, error_code=code, unknown_state_filters=[], transaction_states=[])
 
 
+def elect_leaders(req: Any, v: int, code: int, message: Optional[str]) -> Any:
+    """ElectLeadersRequest.getErrorResponse: every named partition gets the error and message."""
+    Resp = _resp(43, v)
+    R = Resp.ReplicaElectionResult
+    P = R.PartitionResult
+    return Resp(throttle_time_ms=0, error_code=code, replica_election_results=[
+        R(topic=t.topic, partition_result=[P(partition_id=p, error_code=code, error_message=message)
+                                           for p in t.partitions])
+        for t in req.topic_partitions or ()])
+
+
 ERROR_RESPONSES: dict[int, ErrorResponseFn] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch,
     10: find_coordinator, 11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group,
@@ -362,7 +374,10 @@ ERROR_RESPONSES: dict[int, ErrorResponseFn] = {
     25: add_offsets_to_txn, 26: end_txn, 27: write_txn_markers, 28: txn_offset_commit,
     32: describe_configs, 33: _alter_configs_like(33), 35: describe_log_dirs, 37: create_partitions,
     42: delete_groups, 44: _alter_configs_like(44), 47: offset_delete, 60: describe_cluster,
-    61: describe_producers, 65: describe_transactions, 66: list_transactions,
+    61: describe_producers, 65: describe_transactions, 66: list_transactions, 43: elect_leaders,
+    # the controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
+    # AlterPartition): their shapes live beside their messages
+    **INTER_BROKER_ERROR_RESPONSES,
 }
 
 

@@ -30,6 +30,16 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinator
     # the broker's configuration as dynamic broker configs change it (`config` is the static one)
     dynamic_config: Optional[DynamicBrokerConfig] = None
+    # CreateTopics & co: server.admin_manager (ZkAdminManager in cluster mode, LocalAdminManager alone)
+    admin_manager: Any = None
+    # cluster mode only: the controller (active or not), this broker's epoch, the config sync
+    kafka_controller: Any = None
+    broker_epoch: Any = None
+    config_manager: Any = None
+
+    def topic_log_config(self, topic: str) -> Any:
+        """The LogConfig of `topic` (its overrides over the broker defaults) for LeaderAndIsr."""
+        return self.config_manager.topic_log_config(topic)
 
     @property
     def live_config(self) -> Any:

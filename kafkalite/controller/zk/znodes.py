@@ -40,17 +40,15 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from kafkalite.cluster.topic_partition import TopicPartition
+from kafkalite.controller.states import LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState
 
 
 class ZNodeDecodeError(ValueError):
     """A znode's data is not a document Kafka would read."""
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 # ---- paths -------------------------------------------------------------------------------------
@@ -478,6 +476,22 @@ class ReplicaAssignment:
         """The replicas once the reassignment completes (Kafka's targetReplicas)."""
         return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment started (Kafka's originReplicas)."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    def reassign_to(self, target: Sequence[int]) -> "ReplicaAssignment":
+        """The assignment while moving to `target`: origin + target, with adding/removing."""
+        full = tuple(dict.fromkeys(tuple(target) + self.origin_replicas))
+        return ReplicaAssignment(full, tuple(r for r in full if r not in self.origin_replicas),
+                                 tuple(r for r in full if r not in target))
+
+    def remove_replica(self, replica: int) -> "ReplicaAssignment":
+        return ReplicaAssignment(tuple(r for r in self.replicas if r != replica),
+                                 tuple(r for r in self.adding_replicas if r != replica),
+                                 tuple(r for r in self.removing_replicas if r != replica))
+
 
 @dataclass(frozen=True)
 class TopicAssignment:
@@ -528,46 +542,9 @@ def decode_topic_assignment(topic: str, data: Optional[bytes]) -> TopicAssignmen
 
 # ---- /brokers/topics/<t>/partitions/<p>/state --------------------------------------------------
 
-LEADER_RECOVERY_RECOVERED = 0
-LEADER_RECOVERY_RECOVERING = 1
-
-
-@dataclass(frozen=True)
-class LeaderAndIsr:
-    """Kafka's LeaderAndIsr; `partition_epoch` is the state znode's zkVersion."""
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
-    partition_epoch: int = 0
-
-    NO_LEADER = -1
-    LEADER_DURING_DELETE = -2
-    INITIAL_LEADER_EPOCH = 0
-    INITIAL_PARTITION_EPOCH = 0
-
-    def new_leader_and_isr(self, leader: int, isr: Sequence[int]) -> "LeaderAndIsr":
-        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
-
-    def new_recovering_leader_and_isr(self, leader: int, isr: Sequence[int]) -> "LeaderAndIsr":
-        return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr),
-                       leader_recovery_state=LEADER_RECOVERY_RECOVERING)
-
-    def new_epoch(self) -> "LeaderAndIsr":
-        return replace(self, leader_epoch=self.leader_epoch + 1)
-
-    def with_partition_epoch(self, partition_epoch: int) -> "LeaderAndIsr":
-        return replace(self, partition_epoch=partition_epoch)
-
-    @property
-    def leader_opt(self) -> Optional[int]:
-        return None if self.leader == self.NO_LEADER else self.leader
-
-
-@dataclass(frozen=True)
-class LeaderIsrAndControllerEpoch:
-    leader_and_isr: LeaderAndIsr
-    controller_epoch: int
+# LeaderAndIsr and LeaderIsrAndControllerEpoch are the controller's own types (controller/states.py)
+LEADER_RECOVERY_RECOVERED = int(LeaderRecoveryState.RECOVERED)
+LEADER_RECOVERY_RECOVERING = int(LeaderRecoveryState.RECOVERING)
 
 
 _STATE_KEYS = scala_immutable_map_order(["version", "leader", "leader_epoch", "controller_epoch", "isr"])
@@ -580,7 +557,7 @@ def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
     doc = {"version": 1, "leader": lai.leader, "leader_epoch": lai.leader_epoch,
            "controller_epoch": state.controller_epoch, "isr": list(lai.isr)}
     if lai.leader_recovery_state != LEADER_RECOVERY_RECOVERED:
-        doc["leader_recovery_state"] = lai.leader_recovery_state
+        doc["leader_recovery_state"] = int(lai.leader_recovery_state)
         return _dump(_ordered(doc, _STATE_KEYS_RECOVERY))
     return _dump(_ordered(doc, _STATE_KEYS))
 
@@ -593,7 +570,7 @@ def decode_partition_state(data: bytes, zk_version: int = 0) -> LeaderIsrAndCont
         raise ZNodeDecodeError(f"{what}: unknown leader_recovery_state {recovery!r}")
     return LeaderIsrAndControllerEpoch(
         LeaderAndIsr(leader=_int(doc, "leader", what), leader_epoch=_int(doc, "leader_epoch", what),
-                     isr=_int_list(doc.get("isr"), what), leader_recovery_state=recovery,
+                     isr=_int_list(doc.get("isr"), what), leader_recovery_state=LeaderRecoveryState(recovery),
                      partition_epoch=zk_version),
         controller_epoch=_int(doc, "controller_epoch", what))
 

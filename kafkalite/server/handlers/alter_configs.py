@@ -11,7 +11,7 @@ every refusal is INVALID_REQUEST with Kafka's message — then stored and applie
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
@@ -35,6 +35,12 @@ def check_broker_resource(services: BrokerServices, name: str) -> None:
                             f"Unexpected broker id, expected {services.broker_id}, but received {name}")
 
 
+async def flush_config_writes(services: BrokerServices) -> None:
+    """In cluster mode a dynamic broker config is written to ZooKeeper before the answer."""
+    if services.config_manager is not None:
+        await services.config_manager.flush()
+
+
 def alter_broker_configs(services: BrokerServices, name: str, props: dict[str, str], validate_only: bool) -> None:
     """Replace the entity's dynamic configs with `props` (validate only, or store and apply)."""
     assert services.dynamic_config is not None
@@ -50,7 +56,7 @@ def alter_broker_configs(services: BrokerServices, name: str, props: dict[str, s
                             f"{resource_repr(RESOURCE_BROKER, name)}: {e}") from None
 
 
-def answer_per_resource(Resp: Any, resources: list[Any], apply: Callable[[Any], None]) -> Any:
+async def answer_per_resource(Resp: Any, resources: list[Any], apply: Callable[[Any], Awaitable[None]]) -> Any:
     """The answer AlterConfigs and IncrementalAlterConfigs share: an unknown resource type fails
     the whole request; otherwise each resource is answered on its own, a repeated resource or
     config key being INVALID_REQUEST, and `apply` raising KafkaApiError for anything else."""
@@ -68,7 +74,7 @@ def answer_per_resource(Resp: Any, resources: list[Any], apply: Callable[[Any], 
             names = [c.name for c in r.configs]
             if len(set(names)) != len(names):
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            apply(r)
+            await apply(r)
             out.append(R(error_code=ErrorCode.NONE, error_message=None, resource_type=r.resource_type,
                          resource_name=r.resource_name))
         except KafkaApiError as e:
@@ -78,14 +84,14 @@ def answer_per_resource(Resp: Any, resources: list[Any], apply: Callable[[Any], 
 
 
 def make(services: BrokerServices) -> ApiSpec:
-    controller = services.controller
+    admin = services.admin_manager
 
-    def alter(resource_type: int, name: str, configs: dict[str, str | None], validate_only: bool) -> None:
+    async def alter(resource_type: int, name: str, configs: dict[str, str | None], validate_only: bool) -> None:
         nulls = [k for k, v in configs.items() if v is None]
         if nulls:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
         if resource_type == RESOURCE_TOPIC:
-            code, message = controller.alter_topic_configs(name, configs, validate_only)
+            code, message = await admin.alter_topic_configs(name, configs, validate_only)
             if code != ErrorCode.NONE:
                 if message is not None and message.startswith("Invalid value "):
                     # ZkAdminManager wraps a value's ConfigException naming the resource
@@ -96,12 +102,13 @@ def make(services: BrokerServices) -> ApiSpec:
             check_broker_resource(services, name)
             alter_broker_configs(services, name, {k: v for k, v in configs.items() if v is not None},
                                  validate_only)
+            await flush_config_writes(services)
             return
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, "
                             f"but resource type is {resource_type_name(resource_type)}")
 
     async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-        return answer_per_resource(
+        return await answer_per_resource(
             AlterConfigsResponse[ctx.api_version], req.resources,
             lambda r: alter(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs},
                             bool(req.validate_only)))

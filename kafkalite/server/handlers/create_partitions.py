@@ -19,7 +19,7 @@ MIN_VERSION, MAX_VERSION = 0, 3
 
 
 def make(services: BrokerServices) -> ApiSpec:
-    controller = services.controller
+    admin = services.admin_manager
 
     async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
         Resp = CreatePartitionsResponse[ctx.api_version]
@@ -33,7 +33,8 @@ def make(services: BrokerServices) -> ApiSpec:
                                  error_message="Duplicate topic in request."))
                 continue
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
-            code, message = controller.create_partitions(t.name, t.count, assignments, bool(req.validate_only))
+            code, message = await admin.create_partitions(t.name, t.count, assignments, bool(req.validate_only),
+                                                          req.timeout_ms)
             out.append(R(name=t.name, error_code=code, error_message=message))
         return Resp(throttle_time_ms=0, results=out)
 

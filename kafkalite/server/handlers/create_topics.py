@@ -36,7 +36,8 @@ def make(services: BrokerServices) -> ApiSpec:
                 name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
                 assignments={a.partition_index: list(a.broker_ids) for a in (t.assignments or [])},
                 configs={c.name: c.value for c in (t.configs or [])}))
-        created = {r.name: r for r in services.controller.create_topics(new_topics, bool(req.validate_only))}
+        created = {r.name: r for r in await services.admin_manager.create_topics(
+            new_topics, bool(req.validate_only), req.timeout_ms)}
         out = []
         # one result per requested topic, duplicates included, as Kafka's KafkaApis answers
         for name in (t.name for t in req.topics):

@@ -41,7 +41,7 @@ def make(services: BrokerServices) -> ApiSpec:
                     for name, tid in requested]
         to_delete = [name for name, _ in resolved if name is not None and services.metadata_cache.contains(name)]
         errors = {}
-        for r in services.controller.delete_topics(list(dict.fromkeys(to_delete))):
+        for r in await services.admin_manager.delete_topics(list(dict.fromkeys(to_delete)), req.timeout_ms):
             errors[r.name] = r.error
             if r.error == ErrorCode.NONE and r.record is not None:
                 services.fetch_sessions.remove_topic(r.record.topic_id, r.name)

@@ -58,19 +58,19 @@ def parse_broker_id(name: str, what: str = "Broker id") -> int:
 
 def make(services: BrokerServices) -> ApiSpec:
     view = BrokerConfigView(services.config, services.dynamic_config)
-    controller = services.controller
+    admin = services.admin_manager
     cache = services.metadata_cache
 
-    def describe(resource_type: int, name: str, keys: Optional[list[str]]) -> list[ConfigEntry]:
+    async def describe(resource_type: int, name: str, keys: Optional[list[str]]) -> list[ConfigEntry]:
         if resource_type == RESOURCE_TOPIC:
             err = topic_name_error(name)
             if err is not None:
                 raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
-            record = controller.topic_record(name) if cache.contains(name) else None
+            record = await admin.topic_record(name) if cache.contains(name) else None
             if record is None:
                 # ConfigHelper sets only the code: the message keeps the schema default, ""
                 raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
-            return view.topic_entries(controller.log_config_for(record), record.configs, keys)
+            return view.topic_entries(admin.log_config_for(record), record.configs, keys)
         if resource_type == RESOURCE_BROKER:
             if not name:
                 return view.default_entries(keys)
@@ -96,7 +96,7 @@ def make(services: BrokerServices) -> ApiSpec:
         results = []
         for r in req.resources:
             try:
-                entries = describe(r.resource_type, r.resource_name, r.configuration_keys)
+                entries = await describe(r.resource_type, r.resource_name, r.configuration_keys)
             except KafkaApiError as e:
                 results.append(R(error_code=e.code, error_message=e.message, resource_type=r.resource_type,
                                  resource_name=r.resource_name, configs=[]))

@@ -30,7 +30,7 @@ from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS
 from kafkalite.config.topic_config import is_list_config, list_default
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.server.handler import ApiSpec
-from kafkalite.server.handlers.alter_configs import (alter_broker_configs, answer_per_resource,
+from kafkalite.server.handlers.alter_configs import (alter_broker_configs, answer_per_resource, flush_config_writes,
                                                     check_broker_resource)
 from kafkalite.server.handlers.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, resource_type_name
 from kafkalite.server.request_context import RequestContext
@@ -129,17 +129,17 @@ def topic_config_error_message(topic: str, code: ErrorCode, message: Optional[st
 
 
 def make(services: BrokerServices) -> ApiSpec:
-    controller = services.controller
+    admin = services.admin_manager
     view = BrokerConfigView(services.config, services.dynamic_config)
 
-    def alter(resource_type: int, name: str, ops: Ops, validate_only: bool) -> None:
+    async def alter(resource_type: int, name: str, ops: Ops, validate_only: bool) -> None:
         if resource_type == RESOURCE_TOPIC:
             if not name:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
-            record = controller.topic_record(name)
+            record = await admin.topic_record(name)
             if record is None:
                 raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-            code, message = controller.alter_topic_configs(name, apply_ops(record.configs, ops), validate_only)
+            code, message = await admin.alter_topic_configs(name, apply_ops(record.configs, ops), validate_only)
             if code != ErrorCode.NONE:
                 raise KafkaApiError(code, topic_config_error_message(name, code, message))
             return
@@ -149,22 +149,23 @@ def make(services: BrokerServices) -> ApiSpec:
             props = apply_broker_ops(services.dynamic_config.stored_props(per_broker=bool(name)), ops,
                                      view.defaults)
             alter_broker_configs(services, name, props, validate_only)
+            await flush_config_writes(services)
             return
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, "
                             f"but resource type is {resource_type_name(resource_type)}")
 
-    def apply(r: Any, validate_only: bool) -> None:
+    async def apply(r: Any, validate_only: bool) -> None:
         unknown_ops = [c.config_operation for c in r.configs if c.config_operation not in OP_NAMES]
         if unknown_ops:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {unknown_ops[0]}")
         nulls = [c.name for c in r.configs if c.config_operation != OP_DELETE and c.value is None]
         if nulls:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
-        alter(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs],
-              validate_only)
+        await alter(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs],
+                    validate_only)
 
     async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-        return answer_per_resource(IncrementalAlterConfigsResponse[ctx.api_version], req.resources,
+        return await answer_per_resource(IncrementalAlterConfigsResponse[ctx.api_version], req.resources,
                                    lambda r: apply(r, bool(req.validate_only)))
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

@@ -1,0 +1,132 @@
+"""What a broker adds in cluster mode (`zookeeper.connect` set): the ZooKeeper session, its
+registration and the controller it runs, the admin manager, config sync, producer-id blocks,
+the coordinators' view of their internal topics, and controlled shutdown (Kafka's KafkaServer
+in ZooKeeper mode)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any, Optional
+
+from kafkalite.cluster.metadata_cache import MetadataCache
+from kafkalite.cluster.topic_partition import TopicPartition
+from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
+from kafkalite.config.server_config import KafkaConfig
+from kafkalite.controller.local_controller import NewTopic, TopicResult
+from kafkalite.controller.metadata_store import TopicRecord
+from kafkalite.controller.zk.kafka_zk_client import KafkaZkClient
+from kafkalite.controller.zk.kazoo_store import KazooZNodeStore
+from kafkalite.controller.zk.znode_store import StoreError
+from kafkalite.network.broker_client import BrokerConnection
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.inter_broker import ControlledShutdownRequest
+
+log = logging.getLogger(__name__)
+
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+class ClusterStartupError(Exception):
+    """A start-up failure an operator caused (ZooKeeper unreachable, broker id taken): one line."""
+
+
+async def connect_zookeeper(cfg: KafkaConfig) -> tuple[KazooZNodeStore, KafkaZkClient]:
+    store = KazooZNodeStore(cfg.zookeeper_connect or "", session_timeout_ms=cfg.zookeeper_session_timeout_ms,
+                            connection_timeout_ms=cfg.zookeeper_connection_timeout_ms_effective,
+                            max_in_flight=cfg.zookeeper_max_in_flight_requests)
+    try:
+        await store.start()
+    except StoreError as e:
+        raise ClusterStartupError(str(e)) from None
+    zk = KafkaZkClient(store)
+    await zk.create_top_level_paths()
+    return store, zk
+
+
+async def internal_topic_records(zk: KafkaZkClient) -> dict[str, TopicRecord]:
+    """The coordinators' topics as ZooKeeper has them (their partition counts decide where a
+    group or transactional id lives, so they are read before the coordinators start)."""
+    out: dict[str, TopicRecord] = {}
+    found = await zk.get_topic_assignments([GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME])
+    for name, ta in found.items():
+        if ta.partitions:
+            out[name] = TopicRecord(name, ta.topic_id or uuid.UUID(int=0),
+                                    {p: list(a.replicas) for p, a in ta.partitions.items()})
+    return out
+
+
+class InternalTopics:
+    """What the group and transaction coordinators ask of "the controller" about their internal
+    topics, in cluster mode: whether the topic exists (the metadata cache, or ZooKeeper as read
+    at start-up), the live brokers, and its creation — started through the admin manager without
+    waiting, as Kafka's AutoTopicCreationManager does, while FindCoordinator answers
+    COORDINATOR_NOT_AVAILABLE and the client retries."""
+
+    def __init__(self, admin: Any, cache: MetadataCache, preloaded: dict[str, TopicRecord]) -> None:
+        self.admin = admin
+        self.cache = cache
+        self.preloaded = preloaded
+        self._creating: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def live_brokers(self) -> list[int]:
+        return sorted(self.cache.brokers)
+
+    def topic_record(self, name: str) -> Optional[TopicRecord]:
+        info = self.cache.topic(name)
+        if info is not None and info.partitions:
+            return TopicRecord(name, info.topic_id, {p: list(i.replicas) for p, i in info.partitions.items()})
+        return self.preloaded.get(name)
+
+    def create_topics(self, topics: list[NewTopic], validate_only: bool) -> list[TopicResult]:
+        results = []
+        for t in topics:
+            if t.name not in self._creating:
+                self._creating[t.name] = asyncio.get_running_loop().create_task(self._create(t))
+            results.append(TopicResult(t.name, ErrorCode.NONE, None))
+        return results
+
+    async def _create(self, t: NewTopic) -> None:
+        try:
+            result = (await self.admin.create_topics([t], validate_only=False, timeout_ms=0))[0]
+            if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
+                log.error("Could not create internal topic %s: %s %s", t.name, result.error.name, result.message)
+        except Exception:
+            log.exception("Could not create internal topic %s", t.name)
+        finally:
+            self._creating.pop(t.name, None)
+
+
+async def controlled_shutdown(cfg: KafkaConfig, broker_id: int, broker_epoch: int, cache: MetadataCache) -> bool:
+    """Ask the controller to move this broker's leaderships away, retrying as Kafka's
+    KafkaServer.controlledShutdown does; True once the controller says none remain."""
+    listener = cfg.inter_broker_listener()
+    for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+        controller_id = cache.controller_id
+        controller = cache.brokers.get(controller_id)
+        ep = controller.endpoint(listener) if controller is not None else None
+        if ep is None:
+            log.warning("No controller known to send ControlledShutdown to (attempt %d)", attempt)
+        else:
+            conn = BrokerConnection(ep.host, ep.port, client_id=f"broker-{broker_id}",
+                                    request_timeout_ms=cfg.request_timeout_ms)
+            try:
+                response = await conn.send(ControlledShutdownRequest[CONTROLLED_SHUTDOWN_VERSION](
+                    broker_id=broker_id, broker_epoch=broker_epoch), CONTROLLED_SHUTDOWN_VERSION)
+                remaining = [TopicPartition(p.topic_name, p.partition_index) for p in response.remaining_partitions]
+                if response.error_code == ErrorCode.NONE and not remaining:
+                    log.info("Controlled shutdown request returned successfully after %d attempt(s)", attempt)
+                    return True
+                log.info("Remaining partitions to move: %s", ",".join(map(str, remaining)))
+                log.info("Error from controller: %s", ErrorCode(response.error_code).name)
+            except Exception as e:
+                log.warning("Error during controlled shutdown, possibly because leader movement took longer "
+                            "than the configured controller.socket.timeout.ms and/or request.timeout.ms: %s", e)
+            finally:
+                await conn.close()
+        if attempt < cfg.controlled_shutdown_max_retries:
+            log.warning("Retrying controlled shutdown after the previous attempt failed...")
+            await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
+    log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
+    return False
