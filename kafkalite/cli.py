@@ -56,9 +56,10 @@ async def _run_broker(config, started: float) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from kafkalite.server.cluster_member import ClusterStartupError
     try:
         bound = await server.startup()
-    except OSError as e:
+    except (OSError, ClusterStartupError) as e:
         print(f"kafkalite: cannot start: {e}", file=sys.stderr)
         await server.shutdown()
         return 1
