@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Mapping, Optional
 
 from kafkalite.cluster.metadata_cache import BrokerInfo, MetadataCache, UpdateMetadataPartitionState
 from kafkalite.config.log_config import LogConfig
+from kafkalite.log.checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
 from kafkalite.log.errors import (CorruptRecordError, DecompressionError, KafkaStorageError, OffsetOutOfRangeError,
                                   RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalite.log.log import ORIGIN_CLIENT
@@ -43,6 +44,9 @@ READ_COMMITTED = 1
 
 
 ZERO_UUID = uuid.UUID(int=0)
+# Kafka's ReplicaManager.HighWatermarkFilename: each log dir's high watermarks, so a restarted
+# leader or follower starts from what was known committed rather than from the log start
+HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 # Kafka's KafkaController.InitialControllerEpoch: the highest controller epoch seen before any request
 INITIAL_CONTROLLER_EPOCH = 0
 
@@ -110,6 +114,8 @@ class ReplicaManager:
         # Listeners told when a partition's high watermark moves (e.g. fetch sessions, coordinators).
         self._hw_listeners: list[Callable[[TopicPartition], None]] = []
         self._leadership_listeners: list[tuple[BecameLeaderListener, BecameFollowerOrStoppedListener]] = []
+        # each log dir's high-watermark checkpoint as read once, for partitions created later
+        self._hw_checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
 
     # -- leadership (the embedded single-node controller's direct calls) ----------------------
     def become_leader(self, tp: TopicPartition, topic_id: uuid.UUID, leader_epoch: int,
@@ -136,6 +142,9 @@ class ReplicaManager:
         if partition is None:
             log_ = self.log_manager.get_or_create_log(tp.topic, tp.partition, config, topic_id=topic_id)
             partition = Partition(tp, topic_id or log_.topic_id or ZERO_UUID, log_, self.broker_id)
+            # Kafka's createLogIfNotExists: the checkpointed HW, kept within the log's offsets
+            checkpointed = self._checkpointed_high_watermark(log_.dir.parent, tp)
+            partition.high_watermark = max(min(checkpointed, log_.log_end_offset), log_.log_start_offset)
             self.partitions[tp] = partition
         elif topic_id is not None and partition.log.topic_id is None:
             partition.log.assign_topic_id(topic_id)
@@ -145,6 +154,39 @@ class ReplicaManager:
             # the metadata store) apply from here on.
             partition.log.update_config(config)
         return partition
+
+    # -- high-watermark checkpoints ------------------------------------------------------------
+    def _checkpointed_high_watermark(self, log_dir: Path, tp: TopicPartition) -> int:
+        entries = self._hw_checkpoints.get(log_dir)
+        if entries is None:
+            try:
+                entries = read_offset_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
+            except (CheckpointError, OSError) as e:
+                log.warning("Error reading %s in %s, high watermarks start from the log start: %s",
+                            HIGH_WATERMARK_CHECKPOINT_FILE, log_dir, e)
+                entries = {}
+            self._hw_checkpoints[log_dir] = entries
+        return entries.get((tp.topic, tp.partition), 0)
+
+    def high_watermarks_by_dir(self) -> dict[Path, dict[tuple[str, int], int]]:
+        """What the checkpoint files would hold now: each log dir's hosted partitions' HWs."""
+        out: dict[Path, dict[tuple[str, int], int]] = {}
+        for tp, p in self.partitions.items():
+            out.setdefault(p.log.dir.parent, {})[(tp.topic, tp.partition)] = p.high_watermark
+        return out
+
+    @staticmethod
+    def write_high_watermark_checkpoints(snapshot: Mapping[Path, Mapping[tuple[str, int], int]]) -> None:
+        """Write a snapshot from high_watermarks_by_dir (blocking file I/O: off the loop)."""
+        for log_dir, entries in snapshot.items():
+            write_offset_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT_FILE, entries)
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Kafka's checkpointHighWatermarks (every replica.high.watermark.checkpoint.interval.ms and
+        at shutdown): the snapshot is taken on the loop, the files written in a thread."""
+        snapshot = self.high_watermarks_by_dir()
+        if snapshot:
+            await asyncio.to_thread(self.write_high_watermark_checkpoints, snapshot)
 
     # -- leadership listeners ------------------------------------------------------------------
     def add_leadership_listener(self, on_became_leader: BecameLeaderListener,

@@ -394,3 +394,34 @@ def test_broker_epoch_fencing() -> None:
     assert not epoch.is_stale(-1, is_kraft_controller=True)
     with pytest.raises(RuntimeError):
         epoch.is_stale(100, is_kraft_controller=True)
+
+
+# -- high-watermark checkpoints -----------------------------------------------------------------
+def test_high_watermark_survives_a_restart(tmp_path: Path, cache: MetadataCache) -> None:
+    lm = LogManager([tmp_path], CONFIG)
+    lm.startup()
+    rm = ReplicaManager(ME, lm, cache)
+    lisr(rm, state(leader_epoch=0, isr=(ME,)), state(leader_epoch=0, partition=1))
+
+    async def main() -> None:
+        assert await produce(rm) == ErrorCode.NONE
+        assert await produce(rm) == ErrorCode.NONE
+        assert await produce(rm, TopicPartition("t", 1)) == ErrorCode.NONE   # ISR of two: HW stays 0
+        await rm.checkpoint_high_watermarks()
+    asyncio.run(main())
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n2\nt 0 2\nt 1 0\n"
+    rm.shutdown()
+    lm.shutdown()
+
+    lm = LogManager([tmp_path], CONFIG)
+    lm.startup()
+    rm = ReplicaManager(ME, lm, cache)
+    try:
+        # a leader whose ISR still has the other replica starts from the checkpointed HW, not 0
+        lisr(rm, state(leader_epoch=1), state(leader=OTHER, leader_epoch=1, partition=1))
+        p0, p1 = rm.get_partition(TP), rm.get_partition(TopicPartition("t", 1))
+        assert p0 is not None and (p0.high_watermark, p0.log_end_offset) == (2, 2)
+        assert p1 is not None and (p1.high_watermark, p1.log_end_offset, p1.is_leader) == (0, 1, False)
+    finally:
+        rm.shutdown()
+        lm.shutdown()
