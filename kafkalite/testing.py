@@ -1,12 +1,23 @@
-"""Throw-away kafkalite brokers for test suites.
+"""Throw-away kafkalite brokers and clusters for test suites.
 
     with kafkalite.testing.Broker(num_partitions=3) as broker:
         broker.create_topic("orders", partitions=3)
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
 
+    with kafkalite.testing.Cluster(brokers=3) as cluster:     # ZooKeeper mode, brokers 0, 1, 2
+        cluster.create_topic("orders", partitions=3)          # a partition led by each broker
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+        cluster.broker(cluster.controller_id()).kill()        # a controller failover
+
 Each `Broker` is a `python -m kafkalite serve`-equivalent child process on 127.0.0.1 with a port
 the OS picks and a log dir in a temporary directory of its own. A separate process, so test code
 that blocks (a synchronous client, a hung event loop, the GIL) cannot stall the broker.
+
+A `Cluster` is N such brokers with `broker.id` 0..N-1 and `zookeeper.connect` set, sharing a
+ZooKeeper (one it starts, Debian's, through `kafkalite.tools.local_zookeeper`, or one given) under
+a chroot of their own; they start in parallel and `start()` returns once a controller is elected
+and every broker's Metadata lists every broker. `stop()` stops the brokers one at a time with
+controlled shutdown, the controller last, then the ZooKeeper it started.
 
 No broker outlives its test run: `close()` / the context manager / the pytest fixtures stop it;
 an `atexit` hook and `__del__` catch brokers nobody closed (e.g. after a KeyboardInterrupt); and
@@ -21,6 +32,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -33,10 +45,13 @@ import time
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
 
-__all__ = ["Broker", "BrokerError", "TopicError", "property_name", "property_value",
-           "TEST_DEFAULTS"]
+if TYPE_CHECKING:
+    from kafkalite.tools.local_zookeeper import ZooKeeperServer
+
+__all__ = ["Broker", "BrokerError", "Cluster", "ClusterError", "TopicError", "property_name",
+           "property_value", "TEST_DEFAULTS", "CLUSTER_TEST_DEFAULTS"]
 
 READY_RE = re.compile(r"kafkalite ready: broker (\d+) listening on PLAINTEXT://(\S+):(\d+)")
 STARTED_IN_RE = re.compile(r"started in ([0-9.]+) s")
@@ -102,12 +117,14 @@ class Broker:
     `overrides` takes Kafka property names (`{"num.partitions": "3"}`); keyword arguments are the
     same with underscores for dots (`num_partitions=3`) and win over `overrides`. `TEST_DEFAULTS`
     apply unless overridden. `port=0` lets the OS choose a free port (kept across `restart()`);
-    `log_dir=None` puts the log in this broker's temp dir, deleted by `close()`.
+    `log_dir=None` puts the log in this broker's temp dir, deleted by `close()`; likewise
+    `stderr_path=None` for the file the broker's stderr (its log lines) is appended to.
     """
 
     def __init__(self, overrides: Optional[Mapping[str, PropertyValue]] = None, *,
                  port: int = 0, host: str = "127.0.0.1",
                  log_dir: Optional[Union[str, os.PathLike]] = None,
+                 stderr_path: Optional[Union[str, os.PathLike]] = None,
                  ready_timeout: float = 30.0, **kwargs: PropertyValue) -> None:
         self.overrides: dict[str, str] = {**TEST_DEFAULTS, **merge_overrides(overrides, **kwargs)}
         self.host = host
@@ -116,7 +133,7 @@ class Broker:
         self._tmp: Optional[str] = tempfile.mkdtemp(prefix="kafkalite-test-")
         self._owns_log_dir = log_dir is None
         self.log_dir = Path(log_dir) if log_dir is not None else Path(self._tmp) / "logs"
-        self.stderr_path = Path(self._tmp) / "broker.stderr"
+        self.stderr_path = Path(stderr_path) if stderr_path is not None else Path(self._tmp) / "broker.stderr"
         self._port: Optional[int] = port or None
         self._proc: Optional[subprocess.Popen[str]] = None
         self._death_pipe_w: Optional[int] = None
@@ -366,6 +383,360 @@ class Broker:
                 time.sleep(0.01)
 
 
+# -- clusters ---------------------------------------------------------------------------------
+
+# Cluster-mode defaults for test runs, on top of TEST_DEFAULTS; overridable like any property.
+# The test ZooKeeper ticks every 500 ms, so a 6 s session (Kafka's tests use 6-10 s) notices a
+# killed broker within seconds; controlled shutdown retries after 0.5 s, not 5 s; three
+# __consumer_offsets partitions so group coordinators spread over the brokers; no automatic
+# leader rebalance moving leaders behind a test's back (its tests set it with a short
+# leader.imbalance.check.interval.seconds).
+CLUSTER_TEST_DEFAULTS: dict[str, str] = {
+    "zookeeper.session.timeout.ms": "6000",
+    "controlled.shutdown.retry.backoff.ms": "500",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "3",
+    "auto.leader.rebalance.enable": "false",
+}
+
+# Set by Cluster for each broker.
+_CLUSTER_RESERVED = {"broker.id": "the ids are 0..brokers-1; use broker_overrides for per-broker properties",
+                     "zookeeper.connect": "use zookeeper= and chroot="}
+
+# Seconds a broker gets for its SIGTERM shutdown (controlled shutdown included) in Cluster.stop().
+_CLUSTER_STOP_TIMEOUT = 30.0
+
+
+class ClusterError(BrokerError):
+    """A cluster did not start or answer as expected. `broker_id` names the broker at fault, if
+    one is; `summary` is the reason in one line (the full message carries the broker's log)."""
+
+    def __init__(self, message: str, broker_id: Optional[int] = None, summary: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.broker_id = broker_id
+        self.summary = summary or message.splitlines()[0]
+
+
+def _one_line(error: BaseException) -> str:
+    """The line of a broker's start failure that says why: kafkalite's own `kafkalite: ...` line
+    from its stderr when there is one, else the error's first line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("kafkalite: "):
+            return line
+    return lines[0] if lines else type(error).__name__
+
+
+def _validate_chroot(chroot: str) -> str:
+    if chroot and (not chroot.startswith("/") or chroot.endswith("/") or "//" in chroot):
+        raise ValueError(f"chroot must be an absolute ZooKeeper path like /kafkalite, got {chroot!r}")
+    return chroot
+
+
+class Cluster:
+    """N kafkalite brokers in ZooKeeper mode (broker ids 0..N-1) for tests.
+
+    `overrides` (Kafka property names) apply to every broker, on top of TEST_DEFAULTS and
+    CLUSTER_TEST_DEFAULTS; `broker_overrides[id]` to one broker, on top of those. `zookeeper`
+    ("host:port", no chroot) uses a running ZooKeeper; None starts one of its own (Debian's, see
+    `kafkalite zookeeper`), stopped by `stop()` and removed by `close()`. The brokers live under
+    `chroot` (default "/kafkalite-<random hex>", so clusters can share a ZooKeeper; "" for none).
+
+    `base_dir` keeps everything in one directory that `close()` leaves in place (`kafkalite
+    cluster` uses it): broker logs in base_dir/broker-<id>, their stderr in
+    base_dir/broker-<id>.log, the ZooKeeper it starts in base_dir/zookeeper. `base_port` puts
+    broker i on base_port + i (0: ports the OS picks, kept across restarts).
+    """
+
+    def __init__(self, brokers: int = 3, overrides: Optional[Mapping[str, PropertyValue]] = None, *,
+                 zookeeper: Optional[str] = None, chroot: Optional[str] = None,
+                 broker_overrides: Optional[Mapping[int, Mapping[str, PropertyValue]]] = None,
+                 start_timeout: float = 60.0, base_dir: Optional[Union[str, os.PathLike]] = None,
+                 base_port: int = 0, zookeeper_port: int = 0, host: str = "127.0.0.1") -> None:
+        if brokers < 1:
+            raise ValueError(f"a cluster needs at least one broker, not {brokers}")
+        if zookeeper is not None and "/" in zookeeper:
+            raise ValueError(f"zookeeper is host:port without a chroot (give chroot= instead), got {zookeeper!r}")
+        common = merge_overrides(overrides)
+        per_broker = {int(i): merge_overrides(o) for i, o in (broker_overrides or {}).items()}
+        unknown = sorted(set(per_broker) - set(range(brokers)))
+        if unknown:
+            raise ValueError(f"broker_overrides for broker ids {unknown}: the brokers are 0..{brokers - 1}")
+        for props in (common, *per_broker.values()):
+            for key, use in _CLUSTER_RESERVED.items():
+                if key in props:
+                    raise ValueError(f"{key!r} is set by kafkalite.testing.Cluster; {use}")
+        self.chroot = _validate_chroot("/kafkalite-" + secrets.token_hex(4) if chroot is None else chroot)
+        self.start_timeout = start_timeout
+        self.host = host
+        self.base_dir = Path(base_dir).resolve() if base_dir is not None else None
+        self.zookeeper_server: Optional["ZooKeeperServer"] = None
+        if zookeeper is None:
+            from kafkalite.tools.local_zookeeper import ZooKeeperServer  # standard library only
+            zk_dir = self.base_dir / "zookeeper" if self.base_dir is not None else None
+            # A ZooKeeper started from the main thread dies with this process even on SIGKILL
+            # (PR_SET_PDEATHSIG); from another thread it would die when that thread ends.
+            self.zookeeper_server = ZooKeeperServer(
+                port=zookeeper_port or None, work_dir=zk_dir,
+                die_with_parent=threading.current_thread() is threading.main_thread())
+            zookeeper = self.zookeeper_server.connect_string
+        self.zookeeper_connect = f"{zookeeper}{self.chroot}"
+        self.brokers: dict[int, Broker] = {}
+        self._closed = False
+        try:
+            for broker_id in range(brokers):
+                props = {**CLUSTER_TEST_DEFAULTS, **common, **per_broker.get(broker_id, {}),
+                         "broker.id": str(broker_id), "zookeeper.connect": self.zookeeper_connect}
+                where: dict[str, Any] = {}
+                if self.base_dir is not None:
+                    where = {"log_dir": self.base_dir / f"broker-{broker_id}",
+                             "stderr_path": self.base_dir / f"broker-{broker_id}.log"}
+                self.brokers[broker_id] = Broker(props, host=host, port=base_port + broker_id if base_port else 0,
+                                                 ready_timeout=start_timeout, **where)
+        except BaseException:
+            self.close()
+            raise
+        _live_clusters.add(self)
+
+    # -- addresses ----------------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        """host:port of every running broker, comma-separated."""
+        return ",".join(b.bootstrap_servers for b in self.brokers.values() if b.running)
+
+    def broker(self, broker_id: int) -> Broker:
+        try:
+            return self.brokers[broker_id]
+        except KeyError:
+            raise KeyError(f"no broker {broker_id} in this cluster (brokers {sorted(self.brokers)})") from None
+
+    def running_broker_ids(self) -> list[int]:
+        return [i for i, b in self.brokers.items() if b.running]
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def start(self) -> "Cluster":
+        """Start ZooKeeper (if it is ours and not running) and every broker not running, in
+        parallel; return once a controller is elected and every broker's Metadata lists every
+        running broker. On failure everything started is stopped and ClusterError raised."""
+        if self._closed:
+            raise ClusterError("cluster was closed")
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            zk = self.zookeeper_server
+            if zk is not None and zk.proc is None:
+                from kafkalite.tools.local_zookeeper import ZooKeeperError
+                try:
+                    zk.start(timeout=self.start_timeout)
+                except ZooKeeperError as e:
+                    raise ClusterError(f"ZooKeeper did not start: {e}", summary=str(e).splitlines()[0]) from None
+            self._start_brokers([i for i, b in self.brokers.items() if not b.running], deadline)
+            self.wait_for_brokers(max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            self.stop(timeout=5.0)
+            raise
+        return self
+
+    def _start_brokers(self, broker_ids: list[int], deadline: float) -> None:
+        failures: dict[int, BaseException] = {}
+
+        def start(broker_id: int) -> None:
+            try:
+                self.brokers[broker_id].start(timeout=max(0.1, deadline - time.monotonic()))
+            except BaseException as e:  # noqa: BLE001 - reported below, for the first failed broker
+                failures[broker_id] = e
+
+        threads = [threading.Thread(target=start, args=(i,), name=f"kafkalite-cluster-start-{i}", daemon=True)
+                   for i in broker_ids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failures:
+            broker_id = min(failures)
+            error = failures[broker_id]
+            summary = _one_line(error)
+            raise ClusterError(f"broker {broker_id} did not start: {error}", broker_id,
+                               f"broker {broker_id} did not start: {summary}") from error
+
+    def stop(self, timeout: float = _CLUSTER_STOP_TIMEOUT) -> None:
+        """Stop every running broker with SIGTERM (controlled shutdown), one at a time, the
+        controller last so that the others' leaderships move while it is there to move them;
+        then the ZooKeeper this cluster started. `start()` brings it all back (same ports, same
+        logs). A broker that does not stop within `timeout` is killed."""
+        running = self.running_broker_ids()
+        controller: Optional[int] = None
+        if len(running) > 1:
+            try:
+                controller = self.controller_id(timeout=min(2.0, timeout))
+            except BrokerError:
+                controller = None
+        order = [i for i in running if i != controller] + ([controller] if controller in running else [])
+        errors: list[str] = []
+        for broker_id in order:
+            try:
+                self.brokers[broker_id].stop(timeout)
+            except BrokerError as e:
+                errors.append(f"broker {broker_id}: {e}")
+        if self.zookeeper_server is not None:
+            self.zookeeper_server.stop()
+        if errors:
+            raise ClusterError("; ".join(errors))
+
+    def close(self) -> None:
+        """Stop everything (killing what does not stop) and delete the temp dirs."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.stop()
+        except BrokerError:
+            pass
+        finally:
+            for b in self.brokers.values():
+                b.close()
+            if self.zookeeper_server is not None:
+                self.zookeeper_server.close()   # removes its dir only if it made it (no base_dir)
+            _live_clusters.discard(self)
+
+    def __enter__(self) -> "Cluster":
+        if self.running_broker_ids() != list(self.brokers):
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+    def __repr__(self) -> str:
+        return (f"<kafkalite.testing.Cluster {len(self.brokers)} brokers, running {self.running_broker_ids()}, "
+                f"zookeeper.connect={self.zookeeper_connect}>")
+
+    # -- observing ----------------------------------------------------------------------------
+    def wait_until(self, condition: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+        """Poll `condition` every 50 ms until it is true; ClusterError after `timeout` seconds.
+        Exceptions from `condition` propagate."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise ClusterError(f"timed out after {timeout} s waiting for {what or getattr(condition, '__name__', 'a condition')}")
+            time.sleep(0.05)
+
+    def metadata(self, broker_id: int, topics: Optional[Sequence[str]] = (), timeout: float = 10.0) -> Any:
+        """One Metadata response (kafka-python's class) from broker `broker_id`: `topics=()`
+        asks for none, None for all. Its `brokers`, `controller_id` and `topics` are Kafka's."""
+        b = self.broker(broker_id)
+        return _metadata(b.host, b.port, None if topics is None else list(topics), timeout)
+
+    def controller_id(self, timeout: float = 30.0) -> int:
+        """The controller's broker id, as a running broker's Metadata names it (a running
+        broker's id: a stale answer naming a dead controller is waited out)."""
+        found: list[int] = []
+
+        def known() -> bool:
+            running = self.running_broker_ids()
+            for broker_id in running:
+                try:
+                    controller = self.metadata(broker_id, timeout=min(timeout, 5.0)).controller_id
+                except (BrokerError, OSError):
+                    continue
+                if controller in running:
+                    found.append(controller)
+                    return True
+            return False
+        self.wait_until(known, timeout, "a controller to be elected")
+        return found[-1]
+
+    def wait_for_brokers(self, timeout: float = 30.0) -> None:
+        """Until every running broker's Metadata lists exactly the running brokers and names a
+        running controller (what start() waits for; useful after a broker's restart or kill)."""
+        last: dict[int, str] = {}
+
+        def agreed() -> bool:
+            running = self.running_broker_ids()
+            if not running:
+                raise ClusterError("no broker is running")
+            for broker_id in running:
+                try:
+                    md = self.metadata(broker_id, timeout=min(timeout, 5.0))
+                except (BrokerError, OSError) as e:
+                    last[broker_id] = str(e)
+                    return False
+                listed = sorted(b.node_id for b in md.brokers)
+                last[broker_id] = f"lists brokers {listed}, controller {md.controller_id}"
+                if listed != running or md.controller_id not in running:
+                    return False
+            return True
+        try:
+            self.wait_until(agreed, timeout, "the brokers' metadata")
+        except ClusterError:
+            raise ClusterError("the brokers' metadata did not agree within "
+                               f"{timeout:.0f} s: running {self.running_broker_ids()}; "
+                               + "; ".join(f"broker {i} {s}" for i, s in sorted(last.items()))) from None
+
+    # -- admin --------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     config: Optional[Mapping[str, PropertyValue]] = None,
+                     assignments: Optional[Mapping[int, Sequence[int]]] = None,
+                     timeout: float = 30.0) -> None:
+        """Create a topic through CreateTopics (to the controller) and wait until every running
+        broker's Metadata shows all its partitions with a leader. `assignments` maps partition ->
+        replica broker ids (the first is the preferred leader); then `partitions` and
+        `replication_factor` are ignored, as Kafka requires. Raises TopicError with Kafka's
+        error name (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, ...)."""
+        CreateTopicsRequest = _protocol_classes()[0]
+        deadline = time.monotonic() + timeout
+        target = self.broker(self.controller_id(timeout))
+        T = CreateTopicsRequest.CreatableTopic
+        configs = [T.CreatableTopicConfig(name=k, value=property_value(v)) for k, v in (config or {}).items()]
+        replica_assignments = [T.CreatableReplicaAssignment(partition_index=p, broker_ids=list(ids))
+                               for p, ids in sorted((assignments or {}).items())]
+        expected = len(replica_assignments) if assignments else partitions
+        with _Connection(target.host, target.port, timeout) as c:
+            resp = c.request(CreateTopicsRequest[c.version(CreateTopicsRequest)](
+                topics=[T(name=name, num_partitions=-1 if assignments else partitions,
+                          replication_factor=-1 if assignments else replication_factor,
+                          assignments=replica_assignments, configs=configs)],
+                timeout_ms=int(timeout * 1000), validate_only=False))
+        t = resp.topics[0]
+        if t.error_code != 0:
+            err = _error_name(t.error_code)
+            msg = getattr(t, "error_message", None)
+            raise TopicError(f"CreateTopics {name!r}: {err} ({t.error_code})" + (f": {msg}" if msg else ""),
+                             t.error_code, err)
+        seen: dict[int, Any] = {}
+
+        def everywhere() -> bool:
+            for broker_id in self.running_broker_ids():
+                mt = self.metadata(broker_id, [name], timeout=max(1.0, deadline - time.monotonic())).topics[0]
+                seen[broker_id] = mt
+                if not (mt.error_code == 0 and mt.partitions
+                        and (expected == -1 or len(mt.partitions) == expected)
+                        and all(p.error_code == 0 and p.leader_id >= 0 for p in mt.partitions)):
+                    return False
+            return True
+        try:
+            self.wait_until(everywhere, max(0.0, deadline - time.monotonic()), f"the metadata of topic {name!r}")
+        except ClusterError:
+            raise ClusterError(f"topic {name!r} created but its metadata not complete on every broker after "
+                               f"{timeout} s: {seen}") from None
+
+
+def _metadata(host: str, port: int, topics: Optional[list[str]], timeout: float) -> Any:
+    MetadataRequest = _protocol_classes()[1]
+    with _Connection(host, port, timeout) as c:
+        version = c.version(MetadataRequest)
+        if version < 1:
+            raise BrokerError("the broker answers only Metadata v0, which names no controller")
+        wanted = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        return c.request(MetadataRequest[version](topics=wanted, allow_auto_topic_creation=False))
+
+
 def _protocol_classes() -> tuple[Any, Any, Any]:
     """kafka-python's request classes, imported on first use (~80 ms) and without the
     DeprecationWarnings its JSON schema loading emits, which would land in the user's report."""
@@ -451,12 +822,24 @@ class _Connection:
 _live: "weakref.WeakSet[Broker]" = weakref.WeakSet()
 
 
+_live_clusters: "weakref.WeakSet[Cluster]" = weakref.WeakSet()
+
+
 @atexit.register
 def _close_all() -> None:
     """Brokers still open when the interpreter exits (a KeyboardInterrupt, a forgotten close())."""
     for b in list(_live):
         try:
             b.close(timeout=2.0)
+        except Exception:  # noqa: BLE001 - keep closing the others
+            pass
+
+
+@atexit.register   # registered after _close_all, so it runs first: brokers in order, then ZooKeeper
+def _close_all_clusters() -> None:
+    for c in list(_live_clusters):
+        try:
+            c.close()
         except Exception:  # noqa: BLE001 - keep closing the others
             pass
 
