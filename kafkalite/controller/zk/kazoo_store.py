@@ -48,6 +48,25 @@ def split_connect_string(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
+def _node_data(data: bytes) -> Optional[bytes]:
+    """What a create sends: Kafka creates every node that has nothing to say (its persistent
+    paths, containers, a topic's partitions nodes, the ephemeral registration before its data is
+    set) with null data, not an empty array; ZooKeeper keeps the difference and other clients
+    read None. So a create without data is a null create here too (reads give b"" either way)."""
+    return bytes(data) if data else None
+
+
+def _ensure_path_without_data(client: KazooClient, path: str) -> None:
+    """The chroot and its ancestors, created as Kafka's makeSurePersistentPathExists does (null
+    data); blocking, used only while starting."""
+    parts = path.strip("/").split("/")
+    for i in range(1, len(parts) + 1):
+        try:
+            client.create("/" + "/".join(parts[:i]), None)
+        except kz.NodeExistsError:
+            pass
+
+
 _ERRORS: list[tuple[type, type]] = [
     (kz.NoNodeError, NoNodeError),
     (kz.NodeExistsError, NodeExistsError),
@@ -142,7 +161,7 @@ class KazooZNodeStore(ZNodeStore):
             except Exception:
                 raise StoreError(failure) from None
             try:
-                admin.ensure_path(self.chroot)
+                _ensure_path_without_data(admin, self.chroot)
             except Exception as e:
                 raise StoreError(f"Cannot create the chroot {self.chroot} in ZooKeeper at "
                                  f"{self.hosts}: {_store_error(e, self.chroot)}") from None
@@ -290,8 +309,25 @@ class KazooZNodeStore(ZNodeStore):
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                      sequential: bool = False, make_parents: bool = False) -> str:
         validate_path(path)
-        return await self._call(path, lambda c: c.create_async(
-            path, bytes(data), ephemeral=ephemeral, sequence=sequential, makepath=make_parents))
+        value = _node_data(data)
+
+        def make(c: KazooClient) -> Any:
+            return c.create_async(path, value, ephemeral=ephemeral, sequence=sequential)
+        try:
+            return await self._call(path, make)
+        except NoNodeError:
+            if not make_parents:
+                raise
+        # Kafka's createRecursive: the missing ancestors without data (kazoo's makepath would
+        # give them empty data), then the node itself again
+        parent = path[:path.rindex("/")]
+        for i in range(1, parent.count("/") + 1):
+            ancestor = "/".join(parent.split("/")[:i + 1])
+            try:
+                await self._call(ancestor, lambda c, a=ancestor: c.create_async(a, None))
+            except NodeExistsError:
+                pass
+        return await self._call(path, make)
 
     async def get(self, path: str) -> tuple[bytes, ZnStat]:
         validate_path(path)
@@ -332,6 +368,8 @@ class KazooZNodeStore(ZNodeStore):
                 validate_path(op.path)
                 if isinstance(op, CreateOp):
                     tx.create(op.path, bytes(op.data), ephemeral=op.ephemeral, sequence=op.sequential)
+                    if _node_data(op.data) is None:   # kazoo's transactions only take bytes
+                        tx.operations[-1] = tx.operations[-1]._replace(data=None)
                 elif isinstance(op, SetDataOp):
                     tx.set_data(op.path, bytes(op.data), op.version)
                 elif isinstance(op, DeleteOp):
