@@ -668,7 +668,8 @@ IGNORED_KEYS: frozenset[str] = frozenset({
     "auto.include.jmx.reporter",
     "kafka.metrics.reporters",
     "kafka.metrics.polling.interval.secs",
-    "zookeeper.set.acl",
+    "zookeeper.set.acl",              # false is what kafkalite does; true is refused (below)
+    "zookeeper.ssl.client.enable",    # likewise
     "group.coordinator.rebalance.protocols",
     "group.coordinator.threads",
 })
@@ -720,8 +721,19 @@ def load_config(config_file: str | Path | None, overrides: Iterable[str] = ()) -
     return build_config(props)
 
 
+# ZooKeeper settings kafkalite cannot honour when enabled: refused at start-up, never ignored
+# (kafkalite's ZooKeeper client speaks plain TCP without SASL, so it can neither set ACLs nor use TLS).
+UNSUPPORTED_WHEN_TRUE: dict[str, str] = {
+    "zookeeper.set.acl": "ZooKeeper ACLs need a SASL-authenticated session, which kafkalite does not open",
+    "zookeeper.ssl.client.enable": "kafkalite connects to ZooKeeper over plain TCP only",
+}
+
+
 def build_config(props: Mapping[str, str]) -> LoadedConfig:
     """Validate already-parsed properties into a KafkaConfig. Raises ConfigError."""
+    for key, why in UNSUPPORTED_WHEN_TRUE.items():
+        if java_trim(props.get(key, "false")).lower() == "true":
+            raise ConfigError(key, f"{key}=true is not supported: {why}", "true")
     warnings = [f"unknown config key '{key}' ignored" for key in props if not is_known_key(key)]
     # Only Kafka key names reach the model: a snake_case key in a file is unknown, not a field.
     values = {key: java_trim(value) for key, value in props.items() if key in ALIAS_TO_FIELD}

@@ -50,10 +50,13 @@ class _BrokerSender:
     """Kafka's RequestSendThread: one broker's queue, drained by one task."""
 
     def __init__(self, controller_id: int, broker: BrokerInfo, listener_name: str,
-                 request_timeout_ms: int, retry_backoff_ms: int) -> None:
+                 request_timeout_ms: int, retry_backoff_ms: int,
+                 address: Optional[tuple[str, int]] = None) -> None:
         self.broker = broker
-        ep = broker.endpoint(listener_name) or broker.endpoints[0]
-        self.connection = BrokerConnection(ep.host, ep.port, client_id=f"controller-{controller_id}",
+        if address is None:
+            ep = broker.endpoint(listener_name) or broker.endpoints[0]
+            address = (ep.host, ep.port)
+        self.connection = BrokerConnection(address[0], address[1], client_id=f"controller-{controller_id}",
                                            request_timeout_ms=request_timeout_ms)
         self.queue: asyncio.Queue[_QueuedRequest] = asyncio.Queue()
         self.retry_backoff_ms = retry_backoff_ms
@@ -90,8 +93,9 @@ class _BrokerSender:
 
 class ControllerChannelManager:
     def __init__(self, controller_id: int, listener_name: str, request_timeout_ms: int,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, own_address: Optional[tuple[str, int]] = None) -> None:
         self.controller_id = controller_id
+        self.own_address = own_address
         self.listener_name = listener_name
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -99,8 +103,9 @@ class ControllerChannelManager:
 
     def add_broker(self, broker: BrokerInfo) -> None:
         if broker.broker_id not in self._senders:
+            own = self.own_address if broker.broker_id == self.controller_id else None
             self._senders[broker.broker_id] = _BrokerSender(self.controller_id, broker, self.listener_name,
-                                                            self.request_timeout_ms, self.retry_backoff_ms)
+                                                            self.request_timeout_ms, self.retry_backoff_ms, own)
 
     async def remove_broker(self, broker_id: int) -> None:
         sender = self._senders.pop(broker_id, None)

@@ -58,6 +58,8 @@ class ControllerConfig:
     controller_socket_timeout_ms: int = 30000
     # the delay before the first automatic rebalance check after failover (Kafka: 5 s)
     first_rebalance_check_delay_ms: int = 5000
+    # how this broker's own controller reaches it (its bound inter-broker listener, over loopback)
+    own_address: Optional[tuple[str, int]] = None
 
 
 # an election's outcome per partition: the new leader, or Kafka's error code and message
@@ -75,7 +77,8 @@ class KafkaController:
         self.context = ControllerContext()
         self.events = ControllerEventManager(self.broker_id)
         self.channel = ControllerChannelManager(self.broker_id, config.inter_broker_listener,
-                                                config.controller_socket_timeout_ms)
+                                                config.controller_socket_timeout_ms,
+                                                own_address=config.own_address)
         self.batch = ControllerBrokerRequestBatch(
             self.broker_id, self.context, self.channel, config.inter_broker_listener,
             on_stop_replica_response=self._on_stop_replica_response)

@@ -21,7 +21,6 @@ from kafkalite.cluster.topic_validation import topic_name_error, unify_collision
 from kafkalite.config.log_config import LogConfig
 from kafkalite.config.topic_config import (InvalidTopicConfigError, message_format_version_warning,
                                            topic_log_config, validate_topic_log_config)
-from kafkalite.controller.metadata_store import TopicRecord, new_kafka_uuid
 from kafkalite.controller.replica_assignment import (BrokerMetadata, RackAwareMode, assign_replicas_to_brokers,
                                                      broker_metadatas, check_partition_increase,
                                                      explicit_new_partitions, new_partitions_assignment,
@@ -30,7 +29,7 @@ from kafkalite.controller.zk.kafka_zk_client import KafkaZkClient
 from kafkalite.controller.zk.znode_store import NodeExistsError
 from kafkalite.controller.zk.znodes import ReplicaAssignment
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
-from kafkalite.controller.local_controller import MAX_PARTITIONS, LocalController, NewTopic, TopicResult
+from kafkalite.cluster.topic_record import MAX_PARTITIONS, NewTopic, TopicRecord, TopicResult, new_kafka_uuid
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +187,8 @@ class ZkAdminManager:
         if not self.delete_topic_enable:
             return [TopicResult(n, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.") for n in names]
         results: list[TopicResult] = []
+        replica_brokers = {t: {b for a in ta.partitions.values() for b in a.replicas}
+                           for t, ta in (await self.zk.get_topic_assignments(names)).items()}
         for name in names:
             topic_id = self.cache.topic_id(name)
             record = TopicRecord(name, topic_id or uuid.UUID(int=0), {})
@@ -207,11 +208,19 @@ class ZkAdminManager:
                 log.exception("Error processing delete topic request for topic %s", name)
                 results.append(TopicResult(name, ErrorCode.UNKNOWN_SERVER_ERROR, None))
         deleting = [r for r in results if r.error == ErrorCode.NONE]
+        deadline = time.monotonic() + max(0, timeout_ms) / 1000
         if deleting and not await self.waiter.wait_until(
                 lambda: not any(self.cache.contains(r.name) for r in deleting), timeout_ms):
             for r in deleting:
                 if self.cache.contains(r.name):
                     r.error = ErrorCode.REQUEST_TIMED_OUT
+        # Kafka answers once the topic is out of the metadata; the controller finishes the deletion
+        # (StopReplica answers, znodes removed) a moment later. Where every replica's broker is alive
+        # that moment is waited for too, within the timeout, so the name can be reused at once.
+        for r in deleting:
+            if r.error == ErrorCode.NONE and replica_brokers.get(r.name, set()) <= set(self.cache.brokers):
+                while await self.zk.topic_exists(r.name) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.005)
         return results
 
     # -- CreatePartitions ---------------------------------------------------------------------
@@ -267,35 +276,3 @@ class ZkAdminManager:
                 log.warning(warning)
         return ErrorCode.NONE, None
 
-
-class LocalAdminManager:
-    """The same admin operations for the embedded single-node broker, done at once by its
-    LocalController (nothing to wait for: it publishes the metadata itself)."""
-
-    def __init__(self, controller: LocalController, metadata_cache: MetadataCache) -> None:
-        self.controller = controller
-        self.waiter = MetadataWaiter(metadata_cache)
-
-    @property
-    def live_brokers(self) -> list[int]:
-        return self.controller.live_brokers
-
-    def log_config_for(self, record: TopicRecord) -> LogConfig:
-        return self.controller.log_config_for(record)
-
-    async def topic_record(self, name: str) -> Optional[TopicRecord]:
-        return self.controller.topic_record(name)
-
-    async def create_topics(self, topics: list[NewTopic], validate_only: bool, timeout_ms: int) -> list[TopicResult]:
-        return self.controller.create_topics(topics, validate_only)
-
-    async def delete_topics(self, names: list[str], timeout_ms: int) -> list[TopicResult]:
-        return self.controller.delete_topics(names)
-
-    async def create_partitions(self, name: str, count: int, assignments: Optional[list[list[int]]],
-                                validate_only: bool, timeout_ms: int) -> tuple[ErrorCode, Optional[str]]:
-        return self.controller.create_partitions(name, count, assignments, validate_only)
-
-    async def alter_topic_configs(self, name: str, configs: dict[str, Optional[str]],
-                                  validate_only: bool) -> tuple[ErrorCode, Optional[str]]:
-        return self.controller.alter_topic_configs(name, configs, validate_only)

@@ -13,11 +13,8 @@ from typing import Any, Optional
 from kafkalite.config.broker_configs import broker_log_config
 from kafkalite.config.dynamic_broker_config import (LOG_CLEANER_CONFIGS, LOG_CONFIGS, DynamicBrokerConfig)
 from kafkalite.config.server_config import KafkaConfig
-from kafkalite.controller.local_controller import LocalController
-from kafkalite.controller.metadata_store import LocalMetadataStore
 from kafkalite.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, OffsetConfig
 from kafkalite.coordinator.group.group_metadata_manager import GroupMetadataManager
-from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from kafkalite.coordinator.transaction.transaction_state_manager import TransactionConfig, TransactionStateManager
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleaner
@@ -40,15 +37,16 @@ from kafkalite.server.handlers import describe_producers, txn_offset_commit
 from kafkalite.server.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
                                        list_transactions, write_txn_markers)
 from kafkalite.server.kafka_apis import KafkaApis
-from kafkalite.server.admin_manager import LocalAdminManager, ZkAdminManager
+from kafkalite.server.admin_manager import ZkAdminManager
 from kafkalite.server.broker_epoch import BrokerEpoch
-from kafkalite.server.cluster_member import InternalTopics, connect_zookeeper, controlled_shutdown, internal_topic_records
+from kafkalite.server.cluster_member import (InternalTopics, connect_local_store, connect_zookeeper, controlled_shutdown,
+                                             internal_topic_records, wait_for_initial_metadata)
 from kafkalite.server.dynamic_config_manager import DynamicConfigManager
 from kafkalite.server.handlers import (alter_partition, controlled_shutdown as controlled_shutdown_api, elect_leaders,
                                        leader_and_isr, stop_replica, update_metadata)
 from kafkalite.controller.broker_registration import registration_of
 from kafkalite.controller.kafka_controller import ControllerConfig, KafkaController
-from kafkalite.coordinator.transaction.producer_id_manager import ZkProducerIdManager
+from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.cluster.metadata_cache import SECURITY_PROTOCOL_IDS, BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.server.scheduler import Scheduler
 from kafkalite.server.services import BrokerServices
@@ -73,7 +71,6 @@ class KafkaServer:
         self.started_at = time.monotonic()
         self.socket_server: Optional[SocketServer] = None
         self.log_manager: Optional[LogManager] = None
-        self.store: Optional[LocalMetadataStore] = None
         self.replica_manager: Optional[ReplicaManager] = None
         self.group_coordinator: Optional[GroupCoordinator] = None
         self.transaction_coordinator: Optional[TransactionCoordinator] = None
@@ -82,8 +79,8 @@ class KafkaServer:
         self.log_cleaner: Optional[LogCleaner] = None
         self.dynamic_config = DynamicBrokerConfig(config, self.broker_id,
                                                   log_cleaner_enabled=config.log_cleaner_enable)
-        self.controller: Optional[LocalController] = None
-        # cluster mode (zookeeper.connect): the ZooKeeper session and what runs on it
+        # the metadata store (ZooKeeper with zookeeper.connect, else the local znode tree) and
+        # what runs on it: the same controller code either way
         self.zk_store: Any = None
         self.zk: Any = None
         self.kafka_controller: Optional[KafkaController] = None
@@ -91,6 +88,7 @@ class KafkaServer:
         self.broker_epoch = BrokerEpoch()
         self.metadata_cache: Optional[MetadataCache] = None
         self.producer_ids: Any = None
+        self.admin_manager: Optional[ZkAdminManager] = None
         self._shutdown_done = False
 
     def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
@@ -113,25 +111,21 @@ class KafkaServer:
         log_dirs = cfg.log_dirs_list()
         for d in log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
-        internal_topics: dict = {}
         if self.cluster_mode:
             self.zk_store, self.zk = await connect_zookeeper(cfg)
-            cluster_id = await self.zk.get_or_create_cluster_id()
-            self.config_manager = DynamicConfigManager(
-                self.broker_id, self.zk_store, self.zk, self.dynamic_config,
-                default_log_config=lambda: broker_log_config(self.dynamic_config.current),
-                apply_topic_config=self._apply_topic_config)
-            await self.config_manager.load()
-            # dynamic broker configs apply from the start (DynamicBrokerConfig.initialize)
-            self.dynamic_config.load(self.config_manager)
-            internal_topics = await internal_topic_records(self.zk)
         else:
-            self.store = LocalMetadataStore(Path(log_dirs[0]))
-            self.store.load()
-            cluster_id = self.store.cluster_id()
-            # dynamic broker configs (AlterConfigs on BROKER resources) apply from the start, as
-            # Kafka's DynamicBrokerConfig.initialize reads them before the log manager starts
-            self.dynamic_config.load(self.store)
+            # the embedded single-node mode: the same znodes in a file beside the logs
+            self.zk_store, self.zk = await connect_local_store(Path(log_dirs[0]))
+        cluster_id = await self.zk.get_or_create_cluster_id()
+        self.config_manager = DynamicConfigManager(
+            self.broker_id, self.zk_store, self.zk, self.dynamic_config,
+            default_log_config=lambda: broker_log_config(self.dynamic_config.current),
+            apply_topic_config=self._apply_topic_config)
+        await self.config_manager.load()
+        # dynamic broker configs apply from the start, as Kafka's DynamicBrokerConfig.initialize
+        # reads them before the log manager starts
+        self.dynamic_config.load(self.config_manager)
+        internal_topics = await internal_topic_records(self.zk)
         default_log_config = broker_log_config(self.dynamic_config.current)
         self.log_manager = LogManager(log_dirs, default_log_config)
         # Opening logs reads files (and recovers them after a crash): keep it off the loop.
@@ -151,42 +145,30 @@ class KafkaServer:
         self.bound = await self.socket_server.bind()
 
         broker_info = BrokerInfo(self.broker_id, tuple(self._advertised(self.bound)), cfg.broker_rack)
-        admin: Any
-        coordinator_topics: Any
-        if self.cluster_mode:
-            assert self.zk is not None and self.zk_store is not None
-            self.kafka_controller = KafkaController(
-                ControllerConfig(
-                    broker_id=self.broker_id, delete_topic_enable=cfg.delete_topic_enable,
-                    auto_leader_rebalance_enable=cfg.auto_leader_rebalance_enable,
-                    leader_imbalance_check_interval_seconds=cfg.leader_imbalance_check_interval_seconds,
-                    leader_imbalance_per_broker_percentage=cfg.leader_imbalance_per_broker_percentage,
-                    unclean_leader_election_enable=cfg.unclean_leader_election_enable,
-                    inter_broker_listener=cfg.inter_broker_listener(),
-                    controller_socket_timeout_ms=cfg.controller_socket_timeout_ms),
-                registration_of(broker_info, cfg.listener_protocols()), self.zk_store, self.zk,
-                on_broker_epoch=self.broker_epoch.set)
-            await self.kafka_controller.register_broker()
-            admin = ZkAdminManager(self.broker_id, self.zk, cache, default_log_config, cfg.num_partitions,
-                                   cfg.default_replication_factor, cfg.delete_topic_enable)
-            coordinator_topics = InternalTopics(admin, cache, internal_topics)
-            zk = self.zk
+        self.kafka_controller = KafkaController(
+            ControllerConfig(
+                broker_id=self.broker_id, delete_topic_enable=cfg.delete_topic_enable,
+                auto_leader_rebalance_enable=cfg.auto_leader_rebalance_enable,
+                leader_imbalance_check_interval_seconds=cfg.leader_imbalance_check_interval_seconds,
+                leader_imbalance_per_broker_percentage=cfg.leader_imbalance_per_broker_percentage,
+                unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+                inter_broker_listener=cfg.inter_broker_listener(),
+                controller_socket_timeout_ms=cfg.controller_socket_timeout_ms,
+                own_address=self._loopback_address(cfg.inter_broker_listener())),
+            registration_of(broker_info, cfg.listener_protocols()), self.zk_store, self.zk,
+            on_broker_epoch=self.broker_epoch.set)
+        await self.kafka_controller.register_broker()
+        admin = ZkAdminManager(self.broker_id, self.zk, cache, default_log_config, cfg.num_partitions,
+                               cfg.default_replication_factor, cfg.delete_topic_enable)
+        self.admin_manager = admin
+        coordinator_topics = InternalTopics(admin, cache, internal_topics)
+        zk = self.zk
 
-            async def allocate_block(broker_id: int) -> tuple[int, int]:
-                block = await zk.allocate_producer_id_block(broker_id)
-                return block.first_producer_id, block.size
-            self.producer_ids = ZkProducerIdManager(self.broker_id, allocate_block)
-            await self.producer_ids.startup()
-        else:
-            assert self.store is not None
-            controller = LocalController(
-                self.broker_id, self.store, self.replica_manager, cache, default_log_config,
-                cfg.num_partitions, cfg.default_replication_factor, broker_info, cfg.delete_topic_enable)
-            controller.startup()
-            self.controller = controller
-            admin = LocalAdminManager(controller, cache)
-            coordinator_topics = controller
-            self.producer_ids = ProducerIdManager(self.broker_id, self.store)
+        async def allocate_block(broker_id: int) -> tuple[int, int]:
+            block = await zk.allocate_producer_id_block(broker_id)
+            return block.first_producer_id, block.size
+        self.producer_ids = ProducerIdManager(self.broker_id, allocate_block)
+        await self.producer_ids.startup()
         group_storage = GroupMetadataManager(
             self.broker_id, cfg.offsets_topic_num_partitions, self.replica_manager, coordinator_topics,
             replication_factor=cfg.offsets_topic_replication_factor, segment_bytes=cfg.offsets_topic_segment_bytes,
@@ -229,13 +211,7 @@ class KafkaServer:
             dynamic_config=self.dynamic_config, admin_manager=admin,
             kafka_controller=self.kafka_controller, broker_epoch=self.broker_epoch,
             config_manager=self.config_manager)
-        if self.cluster_mode:
-            self._follow_coordinator_leadership()
-        else:
-            # this broker leads every `__consumer_offsets` partition it hosts: load them (requests for
-            # their groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile)
-            self.group_coordinator.elect_led_partitions(find_coordinator.led_offsets_partitions(services))
-            self.transaction_coordinator.elect_led_partitions()   # likewise for `__transaction_state`
+        self._follow_coordinator_leadership()
         specs += [
             api_versions.make(lambda: specs),
             metadata.make(services),
@@ -273,17 +249,28 @@ class KafkaServer:
             txn_offset_commit.make(services),
             describe_producers.make(services),
         ]
-        if self.cluster_mode:
-            specs += self._inter_broker_specs(services)
+        specs += self._inter_broker_specs(services)
         apis = KafkaApis(specs)
         self._schedule_maintenance()
         self._start_log_cleaner()
         self._add_reconfigurables()
         await self.socket_server.start_serving()
-        if self.kafka_controller is not None and self.config_manager is not None:
-            self.config_manager.start()
-            self.kafka_controller.startup()
+        self.config_manager.start()
+        self.kafka_controller.startup()
+        # "ready" means serving with the cluster's metadata: a controller known, and alone (the
+        # embedded mode) every partition led again
+        await wait_for_initial_metadata(self.kafka_controller, cache, alone=not self.cluster_mode,
+                                        timeout_s=max(10.0, cfg.zookeeper_session_timeout_ms / 1000))
         return self.bound
+
+    def _loopback_address(self, listener: str) -> Optional[tuple[str, int]]:
+        """Where this broker's own controller reaches it: the bound inter-broker listener, over
+        loopback when it is bound to every interface."""
+        for e in self.bound:
+            if e.listener_name == listener:
+                host = "127.0.0.1" if e.host in ("", "0.0.0.0") else ("::1" if e.host == "::" else e.host)
+                return host, e.port
+        return None
 
     def _apply_topic_config(self, topic: str, config: Any) -> None:
         if self.replica_manager is not None:
@@ -392,14 +379,11 @@ class KafkaServer:
         assert self.log_manager is not None and self.replica_manager is not None
         defaults = broker_log_config(new)
         self.log_manager.default_config = defaults
-        if self.config_manager is not None:
-            for topic in {tp.topic for tp in self.replica_manager.partitions}:
-                self.replica_manager.update_log_config(topic, self.config_manager.topic_log_config(topic))
-            return
-        assert self.controller is not None and self.store is not None
-        self.controller.default_log_config = defaults
-        for record in list(self.store.topics().values()):
-            self.replica_manager.update_log_config(record.name, self.controller.log_config_for(record))
+        if self.admin_manager is not None:
+            self.admin_manager.default_log_config = defaults
+        assert self.config_manager is not None
+        for topic in {tp.topic for tp in self.replica_manager.partitions}:
+            self.replica_manager.update_log_config(topic, self.config_manager.topic_log_config(topic))
 
     async def shutdown(self) -> None:
         if self._shutdown_done:
@@ -429,13 +413,11 @@ class KafkaServer:
             await self.log_cleaner.shutdown()   # before the logs close under it
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
-        if self.store is not None:
-            self.store.close()
         if self.kafka_controller is not None:
             await self.kafka_controller.shutdown()
         if self.config_manager is not None:
             self.config_manager.stop()
-        if isinstance(self.producer_ids, ZkProducerIdManager):
+        if isinstance(self.producer_ids, ProducerIdManager):
             await self.producer_ids.shutdown()
         if self.zk_store is not None:
             await self.zk_store.close()   # the registration and (if held) /controller go with the session

@@ -7,16 +7,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from pathlib import Path
 from typing import Any, Optional
 
 from kafkalite.cluster.metadata_cache import MetadataCache
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from kafkalite.config.server_config import KafkaConfig
-from kafkalite.controller.local_controller import NewTopic, TopicResult
-from kafkalite.controller.metadata_store import TopicRecord
+from kafkalite.cluster.topic_record import NewTopic, TopicRecord, TopicResult
 from kafkalite.controller.zk.kafka_zk_client import KafkaZkClient
 from kafkalite.controller.zk.kazoo_store import KazooZNodeStore
+from kafkalite.controller.zk.local_store import LocalZNodeStore
 from kafkalite.controller.zk.znode_store import StoreError
 from kafkalite.network.broker_client import BrokerConnection
 from kafkalite.protocol.errors import ErrorCode
@@ -42,6 +43,42 @@ async def connect_zookeeper(cfg: KafkaConfig) -> tuple[KazooZNodeStore, KafkaZkC
     zk = KafkaZkClient(store)
     await zk.create_top_level_paths()
     return store, zk
+
+
+async def connect_local_store(directory: Path) -> tuple[LocalZNodeStore, KafkaZkClient]:
+    """The embedded single-node mode's metadata store: the znode tree in a file beside the logs."""
+    store = LocalZNodeStore(directory)
+    try:
+        await store.start()
+    except StoreError as e:
+        raise ClusterStartupError(str(e)) from None
+    zk = KafkaZkClient(store)
+    await zk.create_top_level_paths()
+    return store, zk
+
+
+async def wait_for_initial_metadata(controller: Any, cache: MetadataCache, alone: bool, timeout_s: float) -> None:
+    """Until this broker knows a controller and its own registration is in its metadata; alone
+    (the embedded mode, where this broker is the controller) also until the failover that makes it
+    leader of every partition has been applied. Gives up quietly after `timeout_s`: a cluster
+    member keeps starting and serves once the controller reaches it, as Kafka does."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+
+    def ready() -> bool:
+        if cache.controller_id < 0 or controller.broker_id not in cache.brokers:
+            return False
+        if not alone:
+            return True
+        if not controller.is_active or controller.events.current_event is not None or controller.events.queue_size:
+            return False
+        led = controller.context.partition_leadership
+        return all(cache.topic(tp.topic) is not None and tp.partition in cache.topic(tp.topic).partitions
+                   for tp in led)
+    while not ready():
+        if asyncio.get_running_loop().time() > deadline:
+            log.warning("Started before the controller's metadata arrived; serving what is known so far")
+            return
+        await asyncio.sleep(0.005)
 
 
 async def internal_topic_records(zk: KafkaZkClient) -> dict[str, TopicRecord]:
@@ -102,6 +139,10 @@ async def controlled_shutdown(cfg: KafkaConfig, broker_id: int, broker_epoch: in
     """Ask the controller to move this broker's leaderships away, retrying as Kafka's
     KafkaServer.controlledShutdown does; True once the controller says none remain."""
     listener = cfg.inter_broker_listener()
+    if set(cache.brokers) <= {broker_id}:
+        # no other live broker could take a leadership: nothing to ask (Kafka would retry in vain)
+        log.info("Controlled shutdown skipped: no other live broker to move leadership to")
+        return True
     for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
         controller_id = cache.controller_id
         controller = cache.brokers.get(controller_id)

@@ -6,7 +6,6 @@ from typing import Any, Optional
 
 from kafkalite.config.dynamic_broker_config import DynamicBrokerConfig
 from kafkalite.config.server_config import KafkaConfig
-from kafkalite.controller.local_controller import LocalController
 from kafkalite.coordinator.group.group_coordinator import GroupCoordinator
 from kafkalite.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
@@ -22,7 +21,8 @@ class BrokerServices:
     config: KafkaConfig
     metadata_cache: MetadataCache
     replica_manager: ReplicaManager
-    controller: LocalController
+    # what the coordinators ask about their internal topics (server.cluster_member.InternalTopics)
+    controller: Any
     producer_id_manager: ProducerIdManager
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
@@ -30,9 +30,9 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinator
     # the broker's configuration as dynamic broker configs change it (`config` is the static one)
     dynamic_config: Optional[DynamicBrokerConfig] = None
-    # CreateTopics & co: server.admin_manager (ZkAdminManager in cluster mode, LocalAdminManager alone)
+    # CreateTopics & co: server.admin_manager.ZkAdminManager (over ZooKeeper or the local znode tree)
     admin_manager: Any = None
-    # cluster mode only: the controller (active or not), this broker's epoch, the config sync
+    # the controller (active or not), this broker's epoch, the config sync
     kafka_controller: Any = None
     broker_epoch: Any = None
     config_manager: Any = None

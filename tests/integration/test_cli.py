@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import BrokerProcess
-from tests.integration.util import RawClient, Rec, build_batch, create_topic
+from tests.integration.util import RawClient, Rec, build_batch, create_topic, wait_for_topic
 
 
 def _serve(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
@@ -62,8 +62,8 @@ def test_config_file_and_unknown_key_warning(tmp_path: Path) -> None:
         with RawClient(f"127.0.0.1:{port}") as c:
             md = c.metadata(["auto-created"], allow_auto_topic_creation=True)
             assert md.topics[0].error_code in (0, 5)
-            md = c.metadata(["auto-created"])
-            assert len(md.topics[0].partitions) == 4     # num.partitions from the file
+            # created by the controller a moment later, as in Kafka
+            wait_for_topic(c, "auto-created", 4)         # num.partitions from the file
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)

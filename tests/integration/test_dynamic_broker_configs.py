@@ -146,7 +146,11 @@ def test_segment_bytes_and_retention_applied_then_persisted(broker_factory) -> N
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     got = sources(describe())
     assert {k: v[:3] for k, v in got.items()} == {k: v[:3] for k, v in expected.items()}
-    stored = json.loads((broker.log_dir / "kafkalite-metadata.json").read_text())["config"]["brokers"]
+    # stored as Kafka stores them: /config/brokers/<id> and /config/brokers/<default> znodes (here
+    # in the embedded mode's znode file)
+    nodes = json.loads((broker.log_dir / "kafkalite-zk.json").read_text())["nodes"]
+    stored = {path.rsplit("/", 1)[1]: json.loads(node["data"]) for path, node in nodes.items()
+              if path.startswith("/config/brokers/")}
     assert stored == {"0": {"version": 1, "config": {"log.segment.bytes": "2000"}},
                       "<default>": {"version": 1, "config": {"log.retention.ms": "3600000"}}}
 

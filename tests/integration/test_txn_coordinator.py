@@ -16,7 +16,7 @@ from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnR
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from tests.harness import BrokerProcess
-from tests.integration.util import RawClient, create_topic, wait_until
+from tests.integration.util import RawClient, create_topic, wait_for_topic, wait_until
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -162,7 +162,8 @@ def test_find_coordinator_creates_transaction_state_topic(tmp_path) -> None:
             RawClient(b.bootstrap_servers) as c:
         first = find_txn_coordinator(c, "some-txn")
         assert (first.error_code, first.node_id) == (COORDINATOR_NOT_AVAILABLE, -1)
-        md = c.metadata(["__transaction_state"]).topics[0]
+        # the controller creates it a moment later, as in Kafka
+        md = wait_for_topic(c, "__transaction_state", NUM_TXN_PARTITIONS)
         assert md.error_code == NONE and md.is_internal and len(md.partitions) == NUM_TXN_PARTITIONS
         ensure_txn_topic(c)
         r = find_txn_coordinator(c, "some-txn")

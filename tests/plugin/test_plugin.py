@@ -141,13 +141,15 @@ def test_context_manager_create_topic_and_round_trip() -> None:
     with Broker(num_partitions=2) as b:
         assert b.running and alive(b.pid)
         assert b.bootstrap_servers == f"127.0.0.1:{b.port}" and b.port > 0
-        assert b.log_dir.is_dir() and (b.log_dir / "kafkalite-metadata.json").exists()
+        assert b.log_dir.is_dir() and (b.log_dir / "kafkalite-zk.json").exists()
         assert b.startup_seconds is not None and 0 < b.startup_seconds < TIMEOUT
         assert b.create_topic("orders", partitions=3, config={"retention.ms": 3_600_000}) == "orders"
         # create_topic returns only once Metadata shows every partition with a leader.
         assert partition_count(b.bootstrap_servers, "orders") == 3
-        meta = json.loads((b.log_dir / "kafkalite-metadata.json").read_text())
-        assert "orders" in json.dumps(meta) and "3600000" in json.dumps(meta)
+        # the embedded broker keeps Kafka's znodes in its log dir: /brokers/topics/orders, /config/topics/orders
+        nodes = json.loads((b.log_dir / "kafkalite-zk.json").read_text())["nodes"]
+        assert "/brokers/topics/orders" in nodes
+        assert json.loads(nodes["/config/topics/orders"]["data"]) == {"version": 1, "config": {"retention.ms": "3600000"}}
         produce_acked(b.bootstrap_servers, "orders", [b"a", b"b", b"c"])
         assert read_partition(b.bootstrap_servers, "orders") == [b"a", b"b", b"c"]
         # num.partitions=2 reached the broker: an auto-created topic has 2 partitions.
@@ -159,7 +161,7 @@ def test_context_manager_create_topic_and_round_trip() -> None:
             b.create_topic("no-partitions", partitions=0)
         assert e.value.error_code == INVALID_PARTITIONS
         pid, tmp = b.pid, b.stderr_path.parent
-        assert "created topic orders with 3 partitions" in b.output()
+        assert "Creating topic orders with configuration {'retention.ms': '3600000'} and initial partition assignment" in b.output()
     assert not b.running and b.pid is None
     assert not alive(pid) and not tmp.exists()
 

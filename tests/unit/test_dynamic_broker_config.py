@@ -13,7 +13,6 @@ from kafkalite.config.dynamic_broker_config import (ALL_DYNAMIC_CONFIGS, DEFAULT
                                                     dynamic_props_from_store, java_properties_order,
                                                     java_string_hash, scala_set, validate_configs)
 from kafkalite.config.server_config import build_config
-from kafkalite.controller.metadata_store import LocalMetadataStore
 from kafkalite.server.handlers.incremental_alter_configs import (OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT,
                                                                  apply_broker_ops, java_split)
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
@@ -87,10 +86,23 @@ def test_stored_props_drop_what_cannot_apply() -> None:
     assert dynamic_props_from_store(stored, per_broker=False) == {"log.retention.ms": "1000", "custom": "1"}
 
 
+class DictConfigStore:
+    """A BrokerConfigStore in memory (the broker's is /config/brokers/<entity>, through
+    server.dynamic_config_manager)."""
+
+    def __init__(self) -> None:
+        self.entities: dict[str, dict[str, str]] = {}
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        return dict(self.entities.get(entity, {}))
+
+    def update_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        self.entities[entity] = dict(configs)
+
+
 def test_precedence_reconfigure_and_store_round_trip(tmp_path: Path) -> None:
     static = build_config({"log.retention.hours": "10", "num.io.threads": "8"}).config
-    store = LocalMetadataStore(tmp_path)
-    store.load()
+    store = DictConfigStore()
     seen: list[tuple[int, int]] = []
     dyn = DynamicBrokerConfig(static, broker_id=0)
     dyn.load(store)
@@ -107,8 +119,7 @@ def test_precedence_reconfigure_and_store_round_trip(tmp_path: Path) -> None:
     # a default-level change under a per-broker value changes nothing the broker uses
     dyn.validate({"num.io.threads": "100"}, per_broker=False)
     # another broker process reading the same store starts with both levels applied
-    again = LocalMetadataStore(tmp_path)
-    again.load()
+    again = store
     assert again.broker_configs(DEFAULT_ENTITY) == {"log.retention.ms": "5000"}
     assert again.broker_configs("0") == {"log.retention.ms": "7000", "num.io.threads": "16"}
     # passwords would need password.encoder.secret: validated, never stored

@@ -67,7 +67,8 @@ class Broker:
         await self.server.startup()
         c = self.coordinator
         c.storage.ensure_offsets_topic()  # type: ignore[attr-defined]
-        c.elect_led_partitions(range(OFFSETS_PARTITIONS))
+        # the controller creates the topic and makes this broker its leader; the coordinator loads
+        # each partition when the replica manager reports the leadership
         await wait_until(lambda: not c.loading_partitions and len(c.owned_partitions) == OFFSETS_PARTITIONS)
         return self
 

@@ -1,6 +1,7 @@
 """GroupMetadataManager against real components: LogManager on tmp_path, ReplicaManager,
-LocalController over a LocalMetadataStore, MetadataCache — wired as kafkalite.server.broker does —
-plus the offset-expiration rule (offsets.retention.minutes, KIP-211) as a pure function."""
+MetadataCache, with this broker leading every partition of the topics it creates (what the
+controller makes of a one-broker cluster) — plus the offset-expiration rule
+(offsets.retention.minutes, KIP-211) as a pure function."""
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,11 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.controller.local_controller import LocalController, NewTopic
-from kafkalite.controller.metadata_store import LocalMetadataStore
+import json
+import uuid
+
+from kafkalite.cluster.topic_record import NewTopic, TopicRecord, TopicResult, new_kafka_uuid
+from kafkalite.config.topic_config import topic_log_config, validate_topic_log_config
 from kafkalite.coordinator.group import records
 from kafkalite.coordinator.group.group_metadata_manager import (
     GroupLoadError, GroupMetadataManager, expired_offsets, expired_offsets_of, group_append_error,
@@ -27,12 +31,61 @@ from kafkalite.log.record_batch import build_batch
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_manager import ReplicaManager
-from kafkalite.cluster.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+from kafkalite.cluster.metadata_cache import (BrokerEndpoint, BrokerInfo, MetadataCache, PartitionInfo,
+                                              TopicInfo)
 
 OFFSETS_PARTITIONS = 50
 T0 = 1_700_000_000_000
 # Small preallocated indexes: 50 partitions x 2 indexes of the 10 MiB default is slow to set up.
 LOG_CONFIG = LogConfig(segment_index_bytes=64 * 1024)
+
+
+class OneBrokerTopics:
+    """What GroupMetadataManager asks of the controller about its topic, on a one-broker cluster:
+    the topic's record, the live brokers, and its creation with this broker leading every
+    partition (as the controller's LeaderAndIsr makes it). Records persist in the log dir, so a
+    reopened broker leads them again at the next leader epoch."""
+
+    live_brokers = [0]
+
+    def __init__(self, log_dir: Path, replica_manager: ReplicaManager, cache: MetadataCache) -> None:
+        self.path = log_dir / "test-topics.json"
+        self.replica_manager = replica_manager
+        self.cache = cache
+        self.records: dict[str, TopicRecord] = {}
+        self.epochs: dict[str, int] = {}
+        if self.path.exists():
+            for t in json.loads(self.path.read_text()):
+                record = TopicRecord(t["name"], uuid.UUID(t["id"]),
+                                     {int(p): r for p, r in t["assignment"].items()}, t["configs"])
+                self._lead(record, t["epoch"] + 1)
+
+    def _lead(self, record: TopicRecord, epoch: int) -> None:
+        self.records[record.name] = record
+        self.epochs[record.name] = epoch
+        cfg = topic_log_config(LOG_CONFIG, record.configs)
+        for p in record.assignment:
+            self.replica_manager.become_leader(TopicPartition(record.name, p), record.topic_id, epoch, [0], [0], cfg)
+        self.cache.update_topic(TopicInfo(record.name, record.topic_id, record.name.startswith("__"), {
+            p: PartitionInfo(p, 0, epoch, (0,), (0,)) for p in record.assignment}))
+        self.path.write_text(json.dumps([
+            {"name": r.name, "id": str(r.topic_id), "assignment": r.assignment, "configs": r.configs,
+             "epoch": self.epochs[r.name]} for r in self.records.values()]))
+
+    def topic_record(self, name: str) -> Optional[TopicRecord]:
+        return self.records.get(name)
+
+    def create_topics(self, topics: list[NewTopic], validate_only: bool) -> list[TopicResult]:
+        out = []
+        for t in topics:
+            if t.name in self.records:
+                out.append(TopicResult(t.name, ErrorCode.TOPIC_ALREADY_EXISTS))
+                continue
+            configs, cfg = validate_topic_log_config(LOG_CONFIG, t.configs)
+            record = TopicRecord(t.name, new_kafka_uuid(), {p: [0] for p in range(t.num_partitions)}, configs)
+            self._lead(record, 0)
+            out.append(TopicResult(t.name, ErrorCode.NONE, None, record, cfg))
+        return out
 
 
 class Broker:
@@ -42,14 +95,10 @@ class Broker:
         self.log_dir = log_dir
         self.log_manager = LogManager([log_dir], LOG_CONFIG, lock_dirs=lock_dirs)
         self.log_manager.startup()
-        self.store = LocalMetadataStore(log_dir)
-        self.store.load()
         self.replica_manager = ReplicaManager(0, self.log_manager)
-        self.cache = MetadataCache(self.store.cluster_id())
-        self.controller = LocalController(
-            0, self.store, self.replica_manager, self.cache, LOG_CONFIG, 1, 1,
-            BrokerInfo(0, (BrokerEndpoint("PLAINTEXT", "localhost", 9092),)))
-        self.controller.startup()
+        self.cache = MetadataCache("test-cluster")
+        self.cache.update_brokers([BrokerInfo(0, (BrokerEndpoint("PLAINTEXT", "localhost", 9092),))], 0)
+        self.controller = OneBrokerTopics(log_dir, self.replica_manager, self.cache)
 
     def manager(self, num_partitions: int = OFFSETS_PARTITIONS, *, replication_factor: int = 3,
                 segment_bytes: int = 100 * 1024 * 1024, **kw: Any) -> GroupMetadataManager:
@@ -66,7 +115,6 @@ class Broker:
     def shutdown(self) -> None:
         self.replica_manager.shutdown()
         self.log_manager.shutdown()
-        self.store.close()
 
 
 def run(fn: Callable[[], Awaitable[Any]]) -> Any:

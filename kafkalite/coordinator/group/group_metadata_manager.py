@@ -20,7 +20,7 @@ from typing import AbstractSet, Callable, Optional
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from kafkalite.controller.local_controller import NewTopic
+from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.coordinator.group import records
 from kafkalite.coordinator.group.records import (GroupKey, OffsetKey, RecordDecodeError,
                                                  UnknownRecordTypeError)

@@ -1,39 +1,19 @@
-"""Producer ids come from blocks reserved in the metadata store, so an id is never handed out
-twice, not even across restarts (Kafka's ProducerIdManager)."""
+"""Producer ids come from blocks reserved in the metadata store (/latest_producer_id_block), so an
+id is never handed out twice, not across brokers nor across restarts (Kafka's ProducerIdManager)."""
 from __future__ import annotations
 
 import asyncio
 import logging
 from typing import Awaitable, Callable, Optional
 
-from kafkalite.controller.metadata_store import MetadataStore
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger(__name__)
 
-PRODUCER_ID_BLOCK_SIZE = 1000
-
 
 class ProducerIdManager:
-    def __init__(self, broker_id: int, store: MetadataStore, block_size: int = PRODUCER_ID_BLOCK_SIZE) -> None:
-        self.broker_id = broker_id
-        self.store = store
-        self.block_size = block_size
-        self._next = 0
-        self._end = 0
-
-    def generate_producer_id(self) -> int:
-        if self._next >= self._end:
-            start = self.store.allocate_producer_id_block(self.broker_id, self.block_size)
-            self._next, self._end = start, start + self.block_size
-        pid = self._next
-        self._next += 1
-        return pid
-
-
-class ZkProducerIdManager:
-    """Producer ids in cluster mode: blocks claimed from ZooKeeper's /latest_producer_id_block
-    with a conditional write, so no two brokers ever hand out the same id. The next block is
+    """Blocks claimed from /latest_producer_id_block with a conditional write, so no two brokers
+    ever hand out the same id. The next block is
     fetched in the background once 90% of the current one is used (as Kafka's
     RPCProducerIdManager prefetches); an id asked for while no block is ready is refused with
     COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
-from kafkalite.controller.local_controller import NewTopic
+from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.coordinator.group.records import java_abs, java_string_hash
 from kafkalite.coordinator.transaction import transaction_log
 from kafkalite.coordinator.transaction.transaction_metadata import (

@@ -7,8 +7,7 @@ from collections import Counter
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from kafkalite.config.broker_configs import BrokerConfigView
-from kafkalite.controller.local_controller import NewTopic, TopicResult
-from kafkalite.controller.metadata_store import TopicRecord
+from kafkalite.cluster.topic_record import NewTopic, TopicRecord
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -27,7 +26,6 @@ def make(services: BrokerServices) -> ApiSpec:
         Resp = CreateTopicsResponse[ctx.api_version]
         R = Resp.CreatableTopicResult
         counts = Counter(t.name for t in req.topics)
-        results: list[TopicResult] = []
         new_topics = []
         for t in req.topics:
             if counts[t.name] > 1:

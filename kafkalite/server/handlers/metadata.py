@@ -7,7 +7,7 @@ from typing import Optional
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from kafkalite.controller.local_controller import NewTopic
+from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
