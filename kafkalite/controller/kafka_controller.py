@@ -27,6 +27,7 @@ from kafkalite.controller.election import (ControlledShutdownPartitionLeaderElec
                                            preferred_replica_partition_leader_election)
 from kafkalite.controller.event_manager import ControllerEvent, ControllerEventManager
 from kafkalite.controller.partition_state_machine import PartitionStateMachine, StateChangeFailedError
+from kafkalite.controller.reassignment import ReassignmentManager
 from kafkalite.controller.replica_state_machine import ReplicaStateMachine
 from kafkalite.controller.states import (NO_LEADER, LeaderAndIsr, LeaderIsrAndControllerEpoch, LeaderRecoveryState,
                                          PartitionState, ReplicaState)
@@ -87,6 +88,7 @@ class KafkaController:
         self.replica_sm = ReplicaStateMachine(self.broker_id, self.context, zk, self.batch)
         self.topic_deletion = TopicDeletionManager(self.broker_id, self.context, self.replica_sm,
                                                    self.partition_sm, self, config.delete_topic_enable)
+        self.reassignment = ReassignmentManager(self)
         self.active_controller_id = -1
         self.broker_epoch = -1
         self._on_broker_epoch = on_broker_epoch
@@ -212,6 +214,8 @@ class KafkaController:
                                   lambda: self._put("TopicDeletion", self._process_topic_deletion))
         self.store.watch_data(znodes.PREFERRED_REPLICA_ELECTION_PATH,
                               lambda: self._put("ZkPreferredReplicaElection", self._process_zk_preferred_election))
+        self.store.watch_data(znodes.REASSIGN_PARTITIONS_PATH,
+                              lambda: self._put("ZkPartitionReassignment", self._process_zk_reassignment))
         await self._enable_feature_versioning()
         log.info("Initializing controller context")
         await self._initialize_controller_context()
@@ -224,6 +228,9 @@ class KafkaController:
         await self.replica_sm.startup()
         await self.partition_sm.startup()
         log.info("Ready to serve as the new controller with epoch %d", ctx.epoch)
+        # reassignments written to ZooKeeper while there was no controller, then the API ones
+        resumed = await self.reassignment.process_zk_reassignment()
+        await self.reassignment.resume(lambda tp, _a: tp not in resumed)
         await self.topic_deletion.try_topic_deletion()
         await self._process_zk_preferred_election()
         if self.config.auto_leader_rebalance_enable:
@@ -302,7 +309,7 @@ class KafkaController:
         for topic in list(self._watched_topics):
             self.mute_partition_modifications(topic)
         for path in (znodes.BROKER_IDS_PATH, znodes.TOPICS_PATH, znodes.DELETE_TOPICS_PATH,
-                     znodes.PREFERRED_REPLICA_ELECTION_PATH):
+                     znodes.PREFERRED_REPLICA_ELECTION_PATH, znodes.REASSIGN_PARTITIONS_PATH):
             self.store.unwatch(path)
         await self.channel.shutdown()
         self.batch.clear()
@@ -394,6 +401,8 @@ class KafkaController:
         replicas = ctx.replicas_on_brokers(set(new_brokers))
         await self.replica_sm.handle_state_changes(replicas, ReplicaState.OnlineReplica)
         await self.partition_sm.trigger_online_partition_state_change()
+        new = set(new_brokers)
+        await self.reassignment.resume(lambda _tp, a: any(r in new for r in a.target_replicas))
         to_delete = {r.topic for r in replicas if ctx.is_topic_queued_for_deletion(r.topic)}
         if to_delete:
             await self.topic_deletion.resume_deletion_for_topics(to_delete)
@@ -621,7 +630,51 @@ class KafkaController:
                 log.info("Failed to update ISR to %s for partition %s, bad ZK version.", adjusted[tp], tp)
                 responses[tp] = ErrorCode.INVALID_UPDATE_VERSION
         self.send_update_metadata_request(sorted(ctx.live_or_shutting_down_broker_ids), set(changes))
+        for tp, r in responses.items():
+            if isinstance(r, LeaderAndIsr) and tp in ctx.partitions_being_reassigned:
+                # the ISR moved: a reassignment waiting for its targets may be complete now
+                self._put(f"PartitionReassignmentIsrChange({tp})",
+                          lambda tp=tp: self._process_reassignment_isr_change(tp))
         return ErrorCode.NONE, responses
+
+    async def _process_reassignment_isr_change(self, tp: TopicPartition) -> None:
+        if self.is_active:
+            await self.reassignment.maybe_complete(tp)
+
+    # -- reassignment -------------------------------------------------------------------------
+    async def _process_zk_reassignment(self) -> None:
+        if self.is_active:
+            await self.reassignment.process_zk_reassignment()
+
+    async def alter_partition_reassignments(self, requested: dict[TopicPartition, Optional[list[int]]]
+                                            ) -> tuple[ErrorCode, dict[TopicPartition, tuple[ErrorCode, Optional[str]]]]:
+        """AlterPartitionReassignments: a target replica list per partition (None cancels)."""
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def process() -> None:
+            if not self.is_active:
+                _resolve(future, (ErrorCode.NOT_CONTROLLER, {}))
+                return
+            try:
+                _resolve(future, (ErrorCode.NONE, await self.reassignment.api_reassign(requested)))
+            except ControllerMovedError:
+                _resolve(future, (ErrorCode.NOT_CONTROLLER, {}))
+        self.events.put(_Event("ApiPartitionReassignment", process,
+                               lambda: _resolve(future, (ErrorCode.NOT_CONTROLLER, {}))))
+        return await future
+
+    async def list_partition_reassignments(self, partitions: Optional[list[TopicPartition]]
+                                           ) -> tuple[ErrorCode, dict[TopicPartition, ReplicaAssignment]]:
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def process() -> None:
+            if not self.is_active:
+                _resolve(future, (ErrorCode.NOT_CONTROLLER, {}))
+                return
+            _resolve(future, (ErrorCode.NONE, self.reassignment.list_reassignments(partitions)))
+        self.events.put(_Event("ListPartitionReassignments", process,
+                               lambda: _resolve(future, (ErrorCode.NOT_CONTROLLER, {}))))
+        return await future
 
     # -- leader elections ---------------------------------------------------------------------
     async def elect_leaders(self, partitions: Optional[set[TopicPartition]], election_type: int) -> ElectionOutcome:
@@ -680,7 +733,8 @@ class KafkaController:
                 else:
                     outcome[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
         for tp in already_valid:
-            outcome[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+            # Kafka's ApiError(ELECTION_NOT_NEEDED) carries the error's default message
+            outcome[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
         for tp in being_deleted:
             outcome[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted")
         for tp in unknown:
