@@ -42,8 +42,9 @@ from kafkalite.server.broker_epoch import BrokerEpoch
 from kafkalite.server.cluster_member import (InternalTopics, connect_local_store, connect_zookeeper, controlled_shutdown,
                                              internal_topic_records, wait_for_initial_metadata)
 from kafkalite.server.dynamic_config_manager import DynamicConfigManager
-from kafkalite.server.handlers import (alter_partition, controlled_shutdown as controlled_shutdown_api, elect_leaders,
-                                       leader_and_isr, stop_replica, update_metadata)
+from kafkalite.server.handlers import (alter_partition, alter_partition_reassignments,
+                                       controlled_shutdown as controlled_shutdown_api, elect_leaders,
+                                       leader_and_isr, list_partition_reassignments, stop_replica, update_metadata)
 from kafkalite.controller.broker_registration import registration_of
 from kafkalite.controller.kafka_controller import ControllerConfig, KafkaController
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
@@ -290,7 +291,8 @@ class KafkaServer:
         return [ApiSpec(lai.api_key, lai.min_version, lai.max_version, leader_and_isr_with_configs),
                 update_metadata.make(services), stop_replica.make(services),
                 controlled_shutdown_api.make(services), alter_partition.make(services),
-                elect_leaders.make(services)]
+                elect_leaders.make(services), alter_partition_reassignments.make(services),
+                list_partition_reassignments.make(services)]
 
     def _follow_coordinator_leadership(self) -> None:
         """Coordinators load and unload their partitions as this broker gains and loses their

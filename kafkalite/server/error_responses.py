@@ -366,6 +366,26 @@ def elect_leaders(req: Any, v: int, code: int, message: Optional[str]) -> Any:
         for t in req.topic_partitions or ()])
 
 
+def alter_partition_reassignments(req: Any, v: int, code: int, message: Optional[str]) -> Any:
+    Resp = _resp(45, v)
+    T = Resp.ReassignableTopicResponse
+    P = T.ReassignablePartitionResponse
+    return Resp(throttle_time_ms=0, error_code=code, error_message=message, responses=[
+        T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code, error_message=message)
+                                   for p in t.partitions])
+        for t in req.topics])
+
+
+def list_partition_reassignments(req: Any, v: int, code: int, message: Optional[str]) -> Any:
+    Resp = _resp(46, v)
+    T = Resp.OngoingTopicReassignment
+    P = T.OngoingPartitionReassignment
+    return Resp(throttle_time_ms=0, error_code=code, error_message=message, topics=[
+        T(name=t.name, partitions=[P(partition_index=i, replicas=[], adding_replicas=[], removing_replicas=[])
+                                   for i in t.partition_indexes])
+        for t in req.topics or ()])
+
+
 ERROR_RESPONSES: dict[int, ErrorResponseFn] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch,
     10: find_coordinator, 11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group,
@@ -375,6 +395,7 @@ ERROR_RESPONSES: dict[int, ErrorResponseFn] = {
     32: describe_configs, 33: _alter_configs_like(33), 35: describe_log_dirs, 37: create_partitions,
     42: delete_groups, 44: _alter_configs_like(44), 47: offset_delete, 60: describe_cluster,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 43: elect_leaders,
+    45: alter_partition_reassignments, 46: list_partition_reassignments,
     # the controller-to-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
     # AlterPartition): their shapes live beside their messages
     **INTER_BROKER_ERROR_RESPONSES,
