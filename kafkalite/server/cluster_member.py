@@ -16,9 +16,8 @@ from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME, TRANSA
 from kafkalite.config.server_config import KafkaConfig
 from kafkalite.cluster.topic_record import NewTopic, TopicRecord, TopicResult
 from kafkalite.controller.zk.kafka_zk_client import KafkaZkClient
-from kafkalite.controller.zk.kazoo_store import KazooZNodeStore
 from kafkalite.controller.zk.local_store import LocalZNodeStore
-from kafkalite.controller.zk.znode_store import StoreError
+from kafkalite.controller.zk.znode_store import StoreError, ZNodeStore
 from kafkalite.network.broker_client import BrokerConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.inter_broker import ControlledShutdownRequest
@@ -32,7 +31,9 @@ class ClusterStartupError(Exception):
     """A start-up failure an operator caused (ZooKeeper unreachable, broker id taken): one line."""
 
 
-async def connect_zookeeper(cfg: KafkaConfig) -> tuple[KazooZNodeStore, KafkaZkClient]:
+async def connect_zookeeper(cfg: KafkaConfig) -> tuple[ZNodeStore, KafkaZkClient]:
+    # kazoo is loaded only by brokers that use ZooKeeper (the embedded mode starts faster without it)
+    from kafkalite.controller.zk.kazoo_store import KazooZNodeStore
     store = KazooZNodeStore(cfg.zookeeper_connect or "", session_timeout_ms=cfg.zookeeper_session_timeout_ms,
                             connection_timeout_ms=cfg.zookeeper_connection_timeout_ms_effective,
                             max_in_flight=cfg.zookeeper_max_in_flight_requests)
