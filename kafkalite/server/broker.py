@@ -39,7 +39,9 @@ from kafkalite.server.handlers import (add_offsets_to_txn, add_partitions_to_txn
 from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.admin_manager import ZkAdminManager
 from kafkalite.server.broker_epoch import BrokerEpoch
-from kafkalite.server.cluster_member import (InternalTopics, connect_local_store, connect_zookeeper, controlled_shutdown,
+from kafkalite.controller.zk.znode_store import StoreError
+from kafkalite.server.cluster_member import (ClusterStartupError, InternalTopics, connect_local_store,
+                                             connect_zookeeper, controlled_shutdown,
                                              internal_topic_records, wait_for_initial_metadata)
 from kafkalite.server.dynamic_config_manager import DynamicConfigManager
 from kafkalite.server.handlers import (alter_partition, alter_partition_reassignments,
@@ -158,7 +160,12 @@ class KafkaServer:
                 own_address=self._loopback_address(cfg.inter_broker_listener())),
             registration_of(broker_info, cfg.listener_protocols()), self.zk_store, self.zk,
             on_broker_epoch=self.broker_epoch.set)
-        await self.kafka_controller.register_broker()
+        try:
+            await self.kafka_controller.register_broker()
+        except StoreError as e:
+            # e.g. broker.id still registered by another live session (a second broker with this
+            # id, or this broker's previous process whose session has not expired yet), as in Kafka
+            raise ClusterStartupError(f"cannot register broker {self.broker_id} in ZooKeeper: {e}") from None
         admin = ZkAdminManager(self.broker_id, self.zk, cache, default_log_config, cfg.num_partitions,
                                cfg.default_replication_factor, cfg.delete_topic_enable)
         self.admin_manager = admin
