@@ -164,6 +164,12 @@ class Broker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def exit_code(self) -> Optional[int]:
+        """The exit code of a broker process that ended on its own (a crash, a kill from outside)
+        and was not restarted or stopped since; None while it runs or after stop()."""
+        return self._proc.poll() if self._proc is not None else None
+
     def output(self) -> str:
         """Everything the broker wrote to stderr (its log) so far, over all its starts."""
         try:
@@ -472,11 +478,11 @@ class Cluster:
         self.base_dir = Path(base_dir).resolve() if base_dir is not None else None
         self.zookeeper_server: Optional["ZooKeeperServer"] = None
         if zookeeper is None:
-            from kafkalite.tools.local_zookeeper import ZooKeeperServer  # standard library only
+            from kafkalite.tools.local_zookeeper import ZooKeeperServer as Server  # standard library only
             zk_dir = self.base_dir / "zookeeper" if self.base_dir is not None else None
             # A ZooKeeper started from the main thread dies with this process even on SIGKILL
             # (PR_SET_PDEATHSIG); from another thread it would die when that thread ends.
-            self.zookeeper_server = ZooKeeperServer(
+            self.zookeeper_server = Server(
                 port=zookeeper_port or None, work_dir=zk_dir,
                 die_with_parent=threading.current_thread() is threading.main_thread())
             zookeeper = self.zookeeper_server.connect_string
@@ -528,7 +534,9 @@ class Cluster:
                 try:
                     zk.start(timeout=self.start_timeout)
                 except ZooKeeperError as e:
-                    raise ClusterError(f"ZooKeeper did not start: {e}", summary=str(e).splitlines()[0]) from None
+                    first_line = str(e).splitlines()[0].rstrip(":")
+                    raise ClusterError(f"ZooKeeper did not start: {e}",
+                                       summary=f"ZooKeeper did not start: {first_line}") from None
             self._start_brokers([i for i, b in self.brokers.items() if not b.running], deadline)
             self.wait_for_brokers(max(0.0, deadline - time.monotonic()))
         except BaseException:
@@ -624,7 +632,8 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while not condition():
             if time.monotonic() > deadline:
-                raise ClusterError(f"timed out after {timeout} s waiting for {what or getattr(condition, '__name__', 'a condition')}")
+                what = what or getattr(condition, "__name__", "a condition")
+                raise ClusterError(f"timed out after {timeout} s waiting for {what}")
             time.sleep(0.05)
 
     def metadata(self, broker_id: int, topics: Optional[Sequence[str]] = (), timeout: float = 10.0) -> Any:

@@ -1,13 +1,14 @@
 """Command-line tools over the Kafka protocol (clients of any Kafka-compatible broker, never
 readers of its files): `kafkalite topics`, `configs`, `console-producer`, `console-consumer`,
-`groups`, `records`; and `kafkalite zookeeper`, a local ZooKeeper for a cluster. Each module
+`groups`, `records`; `kafkalite zookeeper`, a local ZooKeeper for a cluster; and `kafkalite
+cluster`, a local N-broker cluster with its ZooKeeper. Each module
 registers its sub-command; the client library is imported only when a tool runs."""
 from __future__ import annotations
 
 import argparse
 
 TOOL_MODULES = ("topics", "configs", "console_producer", "console_consumer", "groups", "records",
-                "local_zookeeper")
+                "local_zookeeper", "local_cluster")
 
 
 def register_all(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.plugin.test_plugin import alive, installed_plugin  # noqa: F401 - installed_plugin is a fixture
+from tests.plugin.test_plugin import alive, installed_plugin
+
+_FIXTURES = (installed_plugin,)   # a fixture: used by name below
 
 pytest_plugins = ["pytester"]
 
