@@ -480,11 +480,7 @@ class Cluster:
         if zookeeper is None:
             from kafkalite.tools.local_zookeeper import ZooKeeperServer as Server  # standard library only
             zk_dir = self.base_dir / "zookeeper" if self.base_dir is not None else None
-            # A ZooKeeper started from the main thread dies with this process even on SIGKILL
-            # (PR_SET_PDEATHSIG); from another thread it would die when that thread ends.
-            self.zookeeper_server = Server(
-                port=zookeeper_port or None, work_dir=zk_dir,
-                die_with_parent=threading.current_thread() is threading.main_thread())
+            self.zookeeper_server = Server(port=zookeeper_port or None, work_dir=zk_dir)
             zookeeper = self.zookeeper_server.connect_string
         self.zookeeper_connect = f"{zookeeper}{self.chroot}"
         self.brokers: dict[int, Broker] = {}
@@ -531,6 +527,9 @@ class Cluster:
             zk = self.zookeeper_server
             if zk is not None and zk.proc is None:
                 from kafkalite.tools.local_zookeeper import ZooKeeperError
+                # Started from the main thread, ZooKeeper dies with this process even on SIGKILL
+                # (PR_SET_PDEATHSIG); from another thread it would die when that thread ends.
+                zk.die_with_parent = threading.current_thread() is threading.main_thread()
                 try:
                     zk.start(timeout=self.start_timeout)
                 except ZooKeeperError as e:
@@ -540,7 +539,10 @@ class Cluster:
             self._start_brokers([i for i, b in self.brokers.items() if not b.running], deadline)
             self.wait_for_brokers(max(0.0, deadline - time.monotonic()))
         except BaseException:
-            self.stop(timeout=5.0)
+            try:
+                self.stop(timeout=5.0)
+            except ClusterError:
+                pass   # the start failure is the error to report
             raise
         return self
 

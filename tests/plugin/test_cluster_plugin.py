@@ -6,6 +6,7 @@ inner session every broker and ZooKeeper pid it recorded must be gone and every 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -175,3 +176,70 @@ def test_cluster_fixtures_in_a_user_suite(pytester: pytest.Pytester) -> None:
     assert [(c["alive"], c["dirs_left"]) for c in clusters] == [([], [])] * 6
     pids = [p for c in clusters for p in c["pids"] + [c["zk_pid"]] if p]
     assert len(pids) == 13 and not any(alive(p) for p in pids)
+
+
+# --------------------------------------------------------------------------------------------
+# kafkalite.testing.Cluster's configuration, without starting anything
+# --------------------------------------------------------------------------------------------
+
+def test_cluster_broker_properties_and_their_precedence() -> None:
+    from kafkalite.testing import CLUSTER_TEST_DEFAULTS, TEST_DEFAULTS, Cluster
+
+    c = Cluster(3, {"num.partitions": 2, "offsets.topic.num.partitions": 5}, zookeeper="127.0.0.1:2181",
+                chroot="/it", broker_overrides={2: {"num.partitions": "7", "broker.rack": "r2"}})
+    try:
+        assert c.zookeeper_server is None and c.zookeeper_connect == "127.0.0.1:2181/it"
+        assert sorted(c.brokers) == [0, 1, 2] and c.running_broker_ids() == [] and c.bootstrap_servers == ""
+        # TEST_DEFAULTS < CLUSTER_TEST_DEFAULTS < overrides < broker_overrides < what Cluster sets
+        assert c.broker(0).overrides == {**TEST_DEFAULTS, **CLUSTER_TEST_DEFAULTS, "num.partitions": "2",
+                                         "offsets.topic.num.partitions": "5", "broker.id": "0",
+                                         "zookeeper.connect": "127.0.0.1:2181/it"}
+        assert c.broker(2).overrides == {**c.broker(0).overrides, "num.partitions": "7", "broker.rack": "r2",
+                                         "broker.id": "2"}
+        assert CLUSTER_TEST_DEFAULTS == {"zookeeper.session.timeout.ms": "6000",
+                                         "controlled.shutdown.retry.backoff.ms": "500",
+                                         "group.initial.rebalance.delay.ms": "0",
+                                         "offsets.topic.num.partitions": "3", "auto.leader.rebalance.enable": "false"}
+        with pytest.raises(KeyError, match=r"no broker 3 in this cluster \(brokers \[0, 1, 2\]\)"):
+            c.broker(3)
+    finally:
+        c.close()
+    assert [b.stderr_path.parent.exists() for b in c.brokers.values()] == [False] * 3
+    # a random chroot per cluster by default; "" for none
+    a, b = Cluster(1, zookeeper="h:1"), Cluster(1, zookeeper="h:1", chroot="")
+    try:
+        assert re.fullmatch(r"h:1/kafkalite-[0-9a-f]{8}", a.zookeeper_connect) and b.zookeeper_connect == "h:1"
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"brokers": 0}, "a cluster needs at least one broker, not 0"),
+    ({"zookeeper": "h:1/chroot"}, "zookeeper is host:port without a chroot"),
+    ({"chroot": "relative"}, "chroot must be an absolute ZooKeeper path"),
+    ({"chroot": "/trailing/"}, "chroot must be an absolute ZooKeeper path"),
+    ({"overrides": {"broker.id": 4}}, "'broker.id' is set by kafkalite.testing.Cluster"),
+    ({"broker_overrides": {1: {"zookeeper.connect": "x:1"}}}, "'zookeeper.connect' is set by kafkalite.testing.Cluster"),
+    ({"overrides": {"listeners": "PLAINTEXT://:9092"}}, "'listeners' is set by kafkalite.testing.Broker"),
+    ({"broker_overrides": {3: {"num.partitions": 2}}}, r"broker_overrides for broker ids \[3\]: the brokers are 0..2"),
+])
+def test_cluster_refuses_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    from kafkalite.testing import Cluster
+
+    with pytest.raises(ValueError, match=message):
+        Cluster(**{"brokers": 3, "zookeeper": "h:1", **kwargs})
+
+
+def test_local_cluster_option_parsing() -> None:
+    from kafkalite.tools.local_cluster import parse_overrides, split_zookeeper
+
+    assert split_zookeeper("h:1") == ("h:1", "")
+    assert split_zookeeper("h:1,g:2/a/b/") == ("h:1,g:2", "/a/b")
+    assert parse_overrides([" num.partitions = 3", "log.retention.ms=1"]) == {"num.partitions": "3",
+                                                                             "log.retention.ms": "1"}
+    with pytest.raises(ValueError, match="--override: expected KEY=VALUE, got 'x'"):
+        parse_overrides(["x"])
+    with pytest.raises(ValueError, match=r"--override log.dirs: set by kafkalite cluster; broker i logs to "
+                                         r"DIR/broker-i \(--dir\)"):
+        parse_overrides(["log.dirs=/x"])
