@@ -220,7 +220,8 @@ def test_cluster_broker_properties_and_their_precedence() -> None:
     ({"chroot": "relative"}, "chroot must be an absolute ZooKeeper path"),
     ({"chroot": "/trailing/"}, "chroot must be an absolute ZooKeeper path"),
     ({"overrides": {"broker.id": 4}}, "'broker.id' is set by kafkalite.testing.Cluster"),
-    ({"broker_overrides": {1: {"zookeeper.connect": "x:1"}}}, "'zookeeper.connect' is set by kafkalite.testing.Cluster"),
+    ({"broker_overrides": {1: {"zookeeper.connect": "x:1"}}},
+     "'zookeeper.connect' is set by kafkalite.testing.Cluster"),
     ({"overrides": {"listeners": "PLAINTEXT://:9092"}}, "'listeners' is set by kafkalite.testing.Broker"),
     ({"broker_overrides": {3: {"num.partitions": 2}}}, r"broker_overrides for broker ids \[3\]: the brokers are 0..2"),
 ])
