@@ -48,7 +48,8 @@ def make(services: Any) -> ApiSpec:
                     req.broker_id, p.leader_epoch, tuple(isr), recovery, p.partition_epoch)
         error, results = await controller.alter_partition(req.broker_id, req.broker_epoch, changes)
         if error != ErrorCode.NONE:
-            return Resp(throttle_time_ms=0, error_code=error, topics=unknown_topics)
+            # a refused request (stale or unknown broker epoch) says nothing about its topics
+            return Resp(throttle_time_ms=0, error_code=error, topics=[])
         by_topic: dict[str, list] = {}
         for tp, r in results.items():
             if isinstance(r, LeaderAndIsr):
