@@ -559,8 +559,15 @@ class Cluster:
                    for i in broker_ids]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:
+            # interrupted (Ctrl-C): let each start finish or fail first, so that the stop() that
+            # follows sees every broker process there is
+            for t in threads:
+                t.join()
+            raise
         if failures:
             broker_id = min(failures)
             error = failures[broker_id]
