@@ -15,7 +15,7 @@ the ISR (reordering, or dropping replicas) completes at once.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.controller.controller_context import PartitionAndReplica
@@ -35,23 +35,33 @@ ApiError = tuple[ErrorCode, Optional[str]]
 NONE: ApiError = (ErrorCode.NONE, None)
 
 
+def scala_buffer(values: Sequence[int]) -> str:
+    """How Kafka renders a replica list taken from the request (a Scala ArrayBuffer: KafkaApis
+    maps the request's java.util.List, and reassignTo's ++/distinct/diff keep that type)."""
+    return "ArrayBuffer(" + ", ".join(map(str, values)) + ")"
+
+
+def scala_int_set(values: set[int]) -> str:
+    """ControllerContext.liveBrokerIds as Scala renders it: a Set whose order is the broker
+    epochs' hash map order, ascending for the small ids clusters use."""
+    return "Set(" + ", ".join(map(str, sorted(values))) + ")"
+
+
 def validate_target_replicas(replicas: list[int], current: ReplicaAssignment,
                              live_broker_ids: set[int]) -> Optional[ApiError]:
     """KafkaController.validateReplicas: Kafka's refusals of a target replica list."""
     if not replicas:
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
-    shown = "List(" + ", ".join(map(str, replicas)) + ")"
     if len(set(replicas)) != len(replicas):
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, \
-            f"Duplicate replica ids in partition reassignment replica list: {shown}"
+            f"Duplicate replica ids in partition reassignment replica list: {scala_buffer(replicas)}"
     if any(r < 0 for r in replicas):
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {shown}"
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {scala_buffer(replicas)}"
     adding = current.reassign_to(replicas).adding_replicas
     if not set(adding) <= live_broker_ids:
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
-            "Replica assignment has brokers that are not alive. Replica list: "
-            f"{'List(' + ', '.join(map(str, adding)) + ')'}, live broker list: "
-            f"{'Set(' + ', '.join(map(str, sorted(live_broker_ids))) + ')'}")
+            f"Replica assignment has brokers that are not alive. Replica list: {scala_buffer(adding)}, "
+            f"live broker list: {scala_int_set(live_broker_ids)}")
     return None
 
 
