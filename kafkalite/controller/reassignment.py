@@ -226,7 +226,12 @@ class ReassignmentManager:
                       "reassigned %s", list(assignment.replicas), tp)
             return
         c.batch.new_batch()
-        c.batch.add_leader_and_isr_request_for_brokers(list(assignment.replicas), tp, updated, assignment, is_new=False)
+        # is_new only for the replicas this reassignment adds: an origin replica on an offline
+        # log dir must not be silently recreated in a good one, a new replica may be
+        c.batch.add_leader_and_isr_request_for_brokers(list(assignment.origin_replicas), tp, updated, assignment,
+                                                       is_new=False)
+        c.batch.add_leader_and_isr_request_for_brokers(list(assignment.adding_replicas), tp, updated, assignment,
+                                                       is_new=True)
         c.batch.send_requests_to_brokers(ctx.epoch)
 
     async def _update_leader_epoch(self, tp: TopicPartition) -> Optional[LeaderIsrAndControllerEpoch]:

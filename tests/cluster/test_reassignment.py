@@ -211,18 +211,22 @@ def test_adding_a_broker_stays_in_progress_until_cancelled(cluster: Cluster, adm
             # the leader keeps serving meanwhile
             assert producer.send(topic, value=b"d", partition=0).get(timeout=20).offset == 3
 
-            # a second AlterPartitionReassignments of the same target changes nothing
+            # the same target again: same assignment, but phase A runs again (one more epoch)
             assert admin.alter_partition_reassignments({tp: [1]}) == {tp: None}
             assert admin.list_partition_reassignments([tp]) == {tp: in_progress}
+            _everywhere(cluster, topic, {0: (NONE, 0, 2, [1, 0], [0], [])})
 
-            # cancel: back to ORS = [0]; the adding replica is stopped and deleted; the leader
-            # stays and gets one more epoch (phase B on the reverted assignment)
+            # cancel: back to ORS = [0]; the adding replica goes Offline (not in the ISR: no
+            # epoch for that) and is deleted; the leader stays and gets one more epoch (phase B
+            # on the reverted assignment)
             assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
             assert _own(admin.list_partition_reassignments(), {topic}) == {}
             assert admin.list_partition_reassignments([tp]) == {}
             assert _topic_znode(zk, topic) == {"version": 3, "partitions": {"0": [0]},
                                                "adding_replicas": {}, "removing_replicas": {}}
-            _everywhere(cluster, topic, {0: (NONE, 0, 2, [0], [0], [])})
+            _everywhere(cluster, topic, {0: (NONE, 0, 3, [0], [0], [])})
+            state, v = partition_state(zk, topic, 0)
+            assert (state["leader"], state["leader_epoch"], state["isr"], v) == (0, 3, [0], version + 3)
             wait_until(lambda: _partition_dirs(cluster, 1, topic, 0) == [], 15,
                        f"{topic}-0's directory gone from broker 1's log dir")
             assert _partition_dirs(cluster, 0, topic, 0) == [f"{topic}-0"]
