@@ -73,14 +73,12 @@ RANGE_DIFFERENCES: dict[int, tuple[tuple[int, int], tuple[int, int], str]] = {
 # APIs Apache Kafka 3.9 advertises (ZooKeeper mode) that kafkalite does not implement; see
 # docs/compatibility.md, "Not yet implemented".
 KAFKA_ONLY_APIS = frozenset({
-    4, 5, 6, 7,          # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown: inter-broker
     17, 36,              # SaslHandshake, SaslAuthenticate
     29, 30, 31,          # DescribeAcls, CreateAcls, DeleteAcls
     34,                  # AlterReplicaLogDirs
     38, 39, 40, 41,      # delegation tokens
-    43, 45, 46,          # ElectLeaders, Alter/ListPartitionReassignments
     48, 49, 50, 51,      # client quotas, SCRAM credentials
-    56, 57, 58,          # AlterPartition (inter-broker), UpdateFeatures, Envelope
+    57, 58,              # UpdateFeatures, Envelope
     67, 68, 69,          # AllocateProducerIds (inter-broker), ConsumerGroupHeartbeat, ConsumerGroupDescribe
 })
 
