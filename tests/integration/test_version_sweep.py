@@ -65,6 +65,8 @@ EXPECTED_RANGES = {
     6: (0, 8),     # UpdateMetadata
     7: (0, 3),     # ControlledShutdown
     43: (0, 2),    # ElectLeaders
+    45: (0, 0),    # AlterPartitionReassignments
+    46: (0, 0),    # ListPartitionReassignments
     56: (0, 3),    # AlterPartition
     65: (0, 0),    # DescribeTransactions
     66: (0, 1),    # ListTransactions
