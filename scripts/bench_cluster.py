@@ -3,20 +3,21 @@
 cluster in ZooKeeper mode, in the same run, on the same ZooKeeper (a chroot each), with the same
 zookeeper.session.timeout.ms.
 
-Measurements, each on a fresh cluster per round (see docs/benchmarks.md, "Cluster mode"):
-  failover   -- SIGKILL the controller; until a live broker's Metadata names a new, live
-                controller AND that broker answers a CreateTopics of a fresh topic without error
-                (its timeout_ms lets it wait for the topic's metadata, as a client's would).
-  move-N     -- an RF=3 topic of N partitions (N = 100 and 1,000), leaders spread by the
-                controller's own assignment; SIGKILL a broker that is not the controller; until
-                the Metadata of every live broker shows a live leader for every partition.
-  shutdown   -- on the 1,000-partition topic after a preferred-leader election (so the victim
-                leads its third again): SIGTERM a broker that is not the controller; until the
-                process exits, and until the Metadata of every live broker shows no partition
-                led by it.
-Each figure is split where ZooKeeper tells us when the kill was noticed: the victim's
-/brokers/ids/<id> znode (or /controller) disappearing is ZooKeeper's session expiry, the same
-for both brokers; what follows is the controller's own work.
+Measurements, each on a fresh cluster (kafkalite.testing.Cluster / three KafkaOracle brokers)
+started for it and killed after it (see docs/benchmarks.md, "Cluster mode"):
+  failover     -- SIGKILL the controller; until a live broker's Metadata names a new, live
+                  controller AND that broker answers a CreateTopics of a fresh topic with no
+                  error (its timeout_ms lets it wait for the topic's metadata, as a client's
+                  would). On an empty cluster, and with an RF=3 topic of the largest size.
+  move-N       -- an RF=3 topic of N partitions (default 100 and 1,000), leaders spread by the
+                  controller's own assignment; SIGKILL the broker that is not the controller and
+                  leads more; until the Metadata of every live broker shows a live leader for
+                  every partition.
+  shutdown-N   -- the same topic of the largest size; SIGTERM that broker; until every live
+                  broker's Metadata shows no partition led by it, and until its process exits.
+Each SIGKILL figure is split where ZooKeeper says the death was noticed: the dead broker's
+ephemeral /brokers/ids/<id> disappearing is its session's expiry (ZooKeeper's part, set by
+zookeeper.session.timeout.ms); what follows is the controller's and brokers' own work.
 
 The poller is a blocking Kafka-protocol client (kafka-python's codec) asking every live broker
 every --poll-ms; ZooKeeper is watched through kazoo (watches, no polling).
