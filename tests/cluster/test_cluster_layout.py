@@ -34,7 +34,7 @@ import re
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 from kazoo.client import KazooClient
