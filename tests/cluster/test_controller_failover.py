@@ -13,7 +13,8 @@ import pytest
 from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, UpdateMetadataRequest
 from tests.cluster.util import (NONE, STALE_CONTROLLER_EPOCH, assignment, broker_ids, controller_epoch,
                                 controller_seen_by, controller_znode, create_topic, delete_topic, metadata,
-                                partition_state, partitions, request, unique, wait_until, zookeeper)
+                                partition_state, partitions, request, unique, wait_equal, wait_metadata, wait_until,
+                                zookeeper)
 
 pytestmark = pytest.mark.cluster
 
@@ -103,8 +104,7 @@ def test_sigkill_of_the_controller(make_cluster: Any) -> None:
             isr = [r for r in was_isr if r != old]
             leader = was_leader if was_leader != old else next(r for r in was_replicas if r in isr)
             expected[p] = (NONE, leader, was_epoch + (2 if was_leader == old else 1), was_replicas, isr, [old])
-        wait_until(lambda: all(partitions(cluster.broker(b), topic) == expected for b in survivors), 10,
-                   f"survivors' metadata shows {expected}")
+        wait_metadata(cluster, survivors, {topic: expected}, 10, "survivors' metadata")
         for p, (_, leader, leader_epoch, _, isr, _) in expected.items():
             state, _ = partition_state(zk, topic, p)
             assert (state["leader"], state["leader_epoch"], state["isr"], state["controller_epoch"]) == \

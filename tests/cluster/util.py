@@ -167,7 +167,7 @@ def consume_all(bootstrap: str, topic: str, partition: int, expected: int, timeo
     """The values of `partition` from offset 0, once `expected` records arrived (or the timeout)."""
     from kafka import KafkaConsumer, TopicPartition as KTP
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                             consumer_timeout_ms=500, request_timeout_ms=10000, api_version_auto_timeout_ms=10000)
+                             consumer_timeout_ms=500, request_timeout_ms=10000)
     try:
         tp = KTP(topic, partition)
         consumer.assign([tp])
@@ -191,3 +191,28 @@ def create_topic_with_assignment(broker: Any, name: str, assignment_: dict[int, 
                                 for p, r in sorted(assignment_.items())],
                    configs=[])], timeout_ms=timeout_ms, validate_only=False), 7, timeout_ms + 5000)
     return int(resp.topics[0].error_code)
+
+
+def wait_equal(observe: Callable[[], Any], expected: Any, timeout: float, what: str, interval: float = 0.1) -> float:
+    """Polls `observe()` until it equals `expected`; seconds it took. AssertionError with the last
+    observation after `timeout`."""
+    start = time.monotonic()
+    last: Any = None
+    while True:
+        try:
+            last = observe()
+            if last == expected:
+                return time.monotonic() - start
+        except Exception as e:  # noqa: BLE001 - a broker may be briefly unreachable
+            last = e
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"not within {timeout} s: {what}\n expected: {expected!r}\n last seen: {last!r}")
+        time.sleep(interval)
+
+
+def wait_metadata(cluster: Any, brokers: list[int], expected: dict[str, dict[int, tuple]], timeout: float,
+                  what: str) -> float:
+    """Until each of `brokers` answers Metadata for each topic with exactly `expected[topic]`
+    (see `partitions`); seconds it took."""
+    return wait_equal(lambda: {(b, t): partitions(cluster.broker(b), t) for b in brokers for t in expected},
+                      {(b, t): e for b in brokers for t, e in expected.items()}, timeout, what)

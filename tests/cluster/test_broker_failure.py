@@ -1,0 +1,237 @@
+"""A broker that leads partitions dies (SIGKILL) and comes back.
+
+Kafka's controller on the broker's death (onBrokerFailure): partitions it led get the first live
+replica in assignment order that is in the ISR as leader, with the dead broker out of the ISR and
+the leader epoch +1; partitions it followed lose it from the ISR (leader epoch +1, as
+ReplicaStateMachine's OfflineReplica transition writes it); a replication-factor-1 partition it
+held keeps its ISR [dead broker] with leader -1 (Metadata: LEADER_NOT_AVAILABLE) until it returns.
+On its return the broker is not back in any ISR (only a leader's AlterPartition, after the
+follower caught up, puts it back: replication is issue 12), so a preferred election for the
+partitions it prefers fails with PREFERRED_LEADER_NOT_AVAILABLE, and the automatic rebalance
+leaves them; once the leader reports it in sync (the test sends that AlterPartition, as the
+leader's replication would), ElectLeaders or the automatic rebalance gives them back to it."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient
+
+from kafkalite.protocol.inter_broker import AlterPartitionRequest
+from tests.cluster.util import (ELECTION_NOT_NEEDED, LEADER_NOT_AVAILABLE, NONE, PREFERRED_LEADER_NOT_AVAILABLE,
+                                assignment, broker_czxid, consume_all, controller_epoch, partition_state,
+                                partitions, request, unique, wait_equal, wait_metadata, wait_until,
+                                zookeeper)
+
+pytestmark = pytest.mark.cluster
+
+ALTER_PARTITION_VERSION = 3
+NOT_NEEDED = "Leader election not needed for topic partition."   # Kafka's ApiError(ELECTION_NOT_NEEDED)
+
+
+def _expected_after_death(before: dict[int, tuple], dead: int) -> dict[int, tuple]:
+    """Kafka's outcome, per partition, of `dead` dying (see the module doc)."""
+    out = {}
+    for p, (err, leader, epoch, replicas, isr, offline) in before.items():
+        if dead not in replicas:
+            out[p] = (err, leader, epoch, replicas, isr, offline)
+        elif len(isr) == 1 and isr == [dead]:
+            out[p] = (LEADER_NOT_AVAILABLE, -1, epoch + 1, replicas, isr, [dead])
+        else:
+            new_isr = [r for r in isr if r != dead]
+            new_leader = leader if leader != dead else next(r for r in replicas if r in new_isr)
+            out[p] = (NONE, new_leader, epoch + 1, replicas, new_isr, [dead])
+    return out
+
+
+def _victim(cluster: Any, topic: str, controller: int) -> int:
+    """A broker other than the controller that leads some of `topic`'s partitions."""
+    led = {leader for _, leader, *_ in partitions(cluster.broker(controller), topic).values()}
+    return min(b for b in led if b != controller)
+
+
+def _put_back_in_isr(cluster: Any, zk: Any, topic: str, partition: int, returned: int) -> tuple:
+    """The AlterPartition the partition's leader sends once `returned` caught up: ISR + returned.
+    Returns (error, partition error, leader, leader epoch, isr, partition epoch) from the controller."""
+    state, partition_epoch = partition_state(zk, topic, partition)
+    _, topic_id = assignment(zk, topic)
+    leader = state["leader"]
+    new_isr = list(state["isr"]) + [returned]
+    Topic = AlterPartitionRequest.TopicData
+    Partition = Topic.PartitionData
+    req = AlterPartitionRequest(broker_id=leader, broker_epoch=broker_czxid(zk, leader), topics=[Topic(
+        topic_id=topic_id, partitions=[Partition(
+            partition_index=partition, leader_epoch=state["leader_epoch"],
+            new_isr_with_epochs=[Partition.BrokerState(broker_id=b, broker_epoch=broker_czxid(zk, b))
+                                 for b in new_isr],
+            leader_recovery_state=0, partition_epoch=partition_epoch)])])
+    controller = cluster.controller_id()
+    resp = request(cluster.broker(controller), req, ALTER_PARTITION_VERSION)
+    [t] = resp.topics
+    [p] = t.partitions
+    return (resp.error_code, p.error_code, p.leader_id, p.leader_epoch, list(p.isr), p.partition_epoch)
+
+
+class _Producer(threading.Thread):
+    """Sends to the given partitions until stopped, one at a time, recording every outcome."""
+
+    def __init__(self, bootstrap: str, topic: str, parts: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, retries=5, linger_ms=0,
+                                      request_timeout_ms=10000, max_block_ms=20000)
+        self.topic, self.parts = topic, parts
+        self.sent: dict[int, list[bytes]] = {p: [] for p in parts}
+        self.failures: list[BaseException] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            p = self.parts[i % len(self.parts)]
+            value = f"live-{p}-{i}".encode()
+            try:
+                md = self.producer.send(self.topic, value=value, partition=p).get(timeout=20)
+                assert (md.partition, md.offset) == (p, 5 + len(self.sent[p])), md
+                self.sent[p].append(value)
+            except BaseException as e:  # noqa: BLE001 - reported by the test
+                self.failures.append(e)
+            i += 1
+            time.sleep(0.02)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join(30)
+        self.producer.close()
+
+
+def test_broker_death_and_return(make_cluster: Any) -> None:
+    cluster = make_cluster(3)
+    ids = [0, 1, 2]
+    rf3, rf1 = unique("rf3"), unique("rf1")
+    cluster.create_topic(rf3, partitions=6, replication_factor=3)
+    cluster.create_topic(rf1, partitions=3, replication_factor=1)
+    wait_until(lambda: all(len(partitions(cluster.broker(b), t)) == n for b in ids for t, n in ((rf3, 6), (rf1, 3))),
+               15, "every broker knows both topics")
+    controller = cluster.controller_id()
+    victim = _victim(cluster, rf3, controller)
+    survivors = [b for b in ids if b != victim]
+
+    with zookeeper(cluster) as zk:
+        epoch = controller_epoch(zk)
+        rf1_owner = {p: r[0] for p, r in assignment(zk, rf1)[0].items()}
+        victim_rf1 = next(p for p, b in rf1_owner.items() if b == victim)
+        live_rf1 = sorted(p for p, b in rf1_owner.items() if b != victim)
+
+        # five records in each RF=1 partition before anything happens
+        before_kill: dict[int, list[bytes]] = {p: [f"before-{p}-{i}".encode() for i in range(5)] for p in range(3)}
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=1)
+        for p, values in before_kill.items():
+            for i, v in enumerate(values):
+                md = producer.send(rf1, value=v, partition=p).get(timeout=20)
+                assert (md.partition, md.offset) == (p, i)
+        producer.close()
+
+        before = {t: partitions(cluster.broker(controller), t) for t in (rf3, rf1)}
+        led_by_victim = sorted(p for p, s in before[rf3].items() if s[1] == victim)
+        assert len(led_by_victim) == 2   # round-robin assignment: each broker leads two of six
+
+        live_producer = _Producer(",".join(cluster.broker(b).bootstrap_servers for b in survivors), rf1, live_rf1)
+        live_producer.start()
+        try:
+            time.sleep(0.5)
+            cluster.broker(victim).kill()
+            expected = {t: _expected_after_death(before[t], victim) for t in (rf3, rf1)}
+            wait_metadata(cluster, survivors, expected, 15, f"survivors' metadata after broker {victim} died")
+            # the state znodes say the same, written by the same controller epoch
+            for t in (rf3, rf1):
+                for p, (_, leader, leader_epoch, _, isr, _) in expected[t].items():
+                    state, _ = partition_state(zk, t, p)
+                    assert (state["leader"], state["leader_epoch"], state["isr"]) == (leader, leader_epoch, isr)
+            assert controller_epoch(zk) == epoch
+            time.sleep(0.5)
+        finally:
+            live_producer.finish()
+        assert live_producer.failures == []
+        assert all(len(v) > 0 for v in live_producer.sent.values()), live_producer.sent
+
+        # the broker returns: its RF=1 partition is led by it again (one more epoch), its RF=3
+        # replicas are online again but outside the ISR, and leaders stay where they are
+        cluster.broker(victim).start()
+        back = {t: {p: (NONE, victim if s[4] == [victim] else s[1], s[2] + (1 if s[4] == [victim] else 0),
+                        s[3], s[4], []) for p, s in expected[t].items()} for t in (rf3, rf1)}
+        wait_metadata(cluster, ids, back, 15, f"every broker's metadata after broker {victim} returned")
+        assert consume_all(cluster.bootstrap_servers, rf1, victim_rf1, 5) == before_kill[victim_rf1]
+        for p in live_rf1:
+            got = consume_all(cluster.bootstrap_servers, rf1, p, 5 + len(live_producer.sent[p]))
+            assert got == before_kill[p] + live_producer.sent[p]
+
+        # preferred election: the returned broker is not in the ISR, so it cannot lead yet
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=20000)
+        try:
+            resp = admin.elect_leaders(0, {rf3: list(range(6))}, timeout_ms=10000, raise_errors=False)
+            results = {(t.topic, p.partition_id): (p.error_code, p.error_message)
+                       for t in resp.replica_election_results for p in t.partition_result}
+            message = "Failed to elect leader for partition {}-{} under strategy PreferredReplicaPartitionLeaderElectionStrategy"
+            assert results == {(rf3, p): ((PREFERRED_LEADER_NOT_AVAILABLE, message.format(rf3, p)) if p in led_by_victim
+                                          else (ELECTION_NOT_NEEDED, NOT_NEEDED)) for p in range(6)}
+            assert all(partitions(cluster.broker(b), rf3) == back[rf3] for b in ids)
+
+            # the leaders report it in sync again (what their replication would do)
+            for p in range(6):
+                _, leader, leader_epoch, replicas, isr, _ = back[rf3][p]
+                _, zk_version = partition_state(zk, rf3, p)
+                assert _put_back_in_isr(cluster, zk, rf3, p, victim) == \
+                    (NONE, NONE, leader, leader_epoch, isr + [victim], zk_version + 1)
+            resp = admin.elect_leaders(0, {rf3: list(range(6))}, timeout_ms=10000, raise_errors=False)
+            results = {(t.topic, p.partition_id): (p.error_code, p.error_message)
+                       for t in resp.replica_election_results for p in t.partition_result}
+            assert results == {(rf3, p): ((NONE, None) if p in led_by_victim else (ELECTION_NOT_NEEDED, NOT_NEEDED))
+                               for p in range(6)}
+        finally:
+            admin.close()
+        final = {p: (NONE, s[3][0], s[2] + (1 if p in led_by_victim else 0), s[3], s[4] + [victim], [])
+                 for p, s in back[rf3].items()}
+        assert all(final[p][1] == before[rf3][p][1] for p in range(6))   # every preferred leader is back
+        wait_metadata(cluster, ids, {rf3: final}, 10, "preferred leaders back")
+
+
+def test_auto_leader_rebalance_after_return(make_cluster: Any) -> None:
+    cluster = make_cluster(3, {"auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 2})
+    ids = [0, 1, 2]
+    rf3 = unique("rebalance")
+    cluster.create_topic(rf3, partitions=6, replication_factor=3)
+    wait_until(lambda: all(len(partitions(cluster.broker(b), rf3)) == 6 for b in ids), 15, "topic everywhere")
+    controller = cluster.controller_id()
+    victim = _victim(cluster, rf3, controller)
+    survivors = [b for b in ids if b != victim]
+    before = partitions(cluster.broker(controller), rf3)
+    led_by_victim = sorted(p for p, s in before.items() if s[1] == victim)
+
+    cluster.broker(victim).kill()
+    expected = _expected_after_death(before, victim)
+    wait_metadata(cluster, survivors, {rf3: expected}, 15, f"survivors' metadata after broker {victim} died")
+    cluster.broker(victim).start()
+    back = {p: (NONE, s[1], s[2], s[3], s[4], []) for p, s in expected.items()}
+    wait_metadata(cluster, ids, {rf3: back}, 15, f"metadata after broker {victim} returned")
+
+    # outside the ISR the returned broker is no candidate: two more checks run and move nothing
+    check = "Processing automatic preferred replica leader election"
+    checks = cluster.broker(controller).output().count(check)
+    wait_until(lambda: cluster.broker(controller).output().count(check) >= checks + 2, 10,
+               "two automatic rebalance checks")
+    assert all(partitions(cluster.broker(b), rf3) == back for b in ids)
+
+    with zookeeper(cluster) as zk:
+        for p in led_by_victim:
+            _, leader, leader_epoch, _, isr, _ = back[p]
+            _, zk_version = partition_state(zk, rf3, p)
+            assert _put_back_in_isr(cluster, zk, rf3, p, victim) == \
+                (NONE, NONE, leader, leader_epoch, isr + [victim], zk_version + 1)
+    final = {p: (NONE, victim, s[2] + 1, s[3], s[4] + [victim], []) if p in led_by_victim else s
+             for p, s in back.items()}
+    took = wait_metadata(cluster, ids, {rf3: final}, 10,
+                         f"the rebalance gives broker {victim} its preferred leaderships back")
+    assert took <= 2 + 3   # within one check interval (2 s) and the metadata's propagation
