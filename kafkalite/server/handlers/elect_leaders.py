@@ -17,7 +17,7 @@ from kafkalite.server.request_context import RequestContext
 
 API_KEY = 43
 MIN_VERSION, MAX_VERSION = 0, 2
-ELECTION_PREFERRED = 0
+ELECTION_PREFERRED, ELECTION_UNCLEAN = 0, 1
 
 
 def make(services: Any) -> ApiSpec:
@@ -28,6 +28,10 @@ def make(services: Any) -> ApiSpec:
         v = ctx.api_version
         Resp = ElectLeadersResponse[v]
         election_type = req.election_type if v >= 1 else ELECTION_PREFERRED
+        if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
+            # Kafka's ElectionType.valueOf throws before anything is elected: the generic
+            # failure answer (UNKNOWN_SERVER_ERROR for the request and each named partition)
+            raise ValueError(f"Unknown election type byte {election_type}")
         if req.topic_partitions is None:
             partitions = {TopicPartition(t, p) for t in cache.topic_names() for p in cache.topic(t).partitions}
         else:
