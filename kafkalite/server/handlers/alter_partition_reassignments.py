@@ -46,7 +46,9 @@ def make(services: Any) -> ApiSpec:
                 message = DEFAULT_MESSAGES.get(code)
             by_topic.setdefault(tp.topic, []).append(
                 P(partition_index=tp.partition, error_code=code, error_message=message))
-        return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        # Kafka leaves the top-level message at its generated default, "" (the spec names no
+        # default and says "null if there was no error", but Kafka answers "")
+        return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",
                     responses=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
