@@ -23,7 +23,7 @@ from kafka.admin import KafkaAdminClient
 from kafkalite.protocol.inter_broker import AlterPartitionRequest
 from tests.cluster.util import (ELECTION_NOT_NEEDED, LEADER_NOT_AVAILABLE, NONE, PREFERRED_LEADER_NOT_AVAILABLE,
                                 assignment, broker_czxid, consume_all, controller_epoch, partition_state,
-                                partitions, request, unique, wait_equal, wait_metadata, wait_until,
+                                partitions, request, unique, wait_metadata, wait_until,
                                 zookeeper)
 
 pytestmark = pytest.mark.cluster
@@ -174,7 +174,8 @@ def test_broker_death_and_return(make_cluster: Any) -> None:
             resp = admin.elect_leaders(0, {rf3: list(range(6))}, timeout_ms=10000, raise_errors=False)
             results = {(t.topic, p.partition_id): (p.error_code, p.error_message)
                        for t in resp.replica_election_results for p in t.partition_result}
-            message = "Failed to elect leader for partition {}-{} under strategy PreferredReplicaPartitionLeaderElectionStrategy"
+            message = ("Failed to elect leader for partition {}-{} under strategy "
+                       "PreferredReplicaPartitionLeaderElectionStrategy")
             assert results == {(rf3, p): ((PREFERRED_LEADER_NOT_AVAILABLE, message.format(rf3, p)) if p in led_by_victim
                                           else (ELECTION_NOT_NEEDED, NOT_NEEDED)) for p in range(6)}
             assert all(partitions(cluster.broker(b), rf3) == back[rf3] for b in ids)

@@ -18,7 +18,7 @@ import pytest
 from kafka import KafkaProducer
 
 from tests.cluster.util import (LEADER_NOT_AVAILABLE, NONE, assignment, consume_all, create_topic_with_assignment,
-                                partitions, unique, wait_equal, wait_metadata, wait_until, zookeeper)
+                                partitions, unique, wait_metadata, wait_until, zookeeper)
 
 pytestmark = pytest.mark.cluster
 

@@ -13,7 +13,7 @@ import pytest
 from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, UpdateMetadataRequest
 from tests.cluster.util import (NONE, STALE_CONTROLLER_EPOCH, assignment, broker_ids, controller_epoch,
                                 controller_seen_by, controller_znode, create_topic, delete_topic, metadata,
-                                partition_state, partitions, request, unique, wait_equal, wait_metadata, wait_until,
+                                partition_state, partitions, request, unique, wait_metadata, wait_until,
                                 zookeeper)
 
 pytestmark = pytest.mark.cluster

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import time
 import uuid
 from typing import Any, Awaitable, Callable, Iterator, Optional, TypeVar
@@ -150,15 +148,6 @@ def assignment(zk: KazooClient, topic: str) -> tuple[dict[int, list[int]], uuid.
     import base64
     topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(data["topic_id"] + "=="))
     return {int(p): r for p, r in data["partitions"].items()}, topic_id
-
-
-# -- processes --------------------------------------------------------------------------------------
-
-def signal_process(pid: int, sig: int) -> None:
-    os.kill(pid, sig)
-
-
-SIGSTOP, SIGCONT = signal.SIGSTOP, signal.SIGCONT
 
 
 # -- clients ----------------------------------------------------------------------------------------
