@@ -11,6 +11,11 @@ Kafka's arithmetic, which the exact values below follow:
   which takes it out of the ISR (removeReplicasFromIsr: one more epoch), and is deleted.
 - One whose targets are not in sync (phase A) bumps the epoch once and starts the new replicas;
   without replication (issue 12) a new replica never joins the ISR, so it stays in progress.
+  Cancelling goes back to the origin replicas: the adding ones go Offline (they were never in the
+  ISR: no epoch) and are deleted, the leader gets one more epoch.
+- Topic deletion: Kafka 3.9 marks a reassigning topic ineligible only if it is already queued for
+  deletion, so DeleteTopics during an API reassignment proceeds; a topic already queued refuses
+  reassignment (UNKNOWN_TOPIC_OR_PARTITION).
 """
 from __future__ import annotations
 
