@@ -82,7 +82,8 @@ class ReassignmentManager:
         return self.controller.context
 
     # -- the ways in -------------------------------------------------------------------------
-    async def api_reassign(self, requested: dict[TopicPartition, Optional[list[int]]]) -> dict[TopicPartition, ApiError]:
+    async def api_reassign(self, requested: dict[TopicPartition, Optional[list[int]]]
+                           ) -> dict[TopicPartition, ApiError]:
         """AlterPartitionReassignments (the controller is active)."""
         ctx = self.context
         results: dict[TopicPartition, ApiError] = {}
@@ -148,7 +149,8 @@ class ReassignmentManager:
             await self.on_partition_reassignment(tp, assignment)
 
     # -- the algorithm -------------------------------------------------------------------------
-    async def _maybe_trigger(self, reassignments: dict[TopicPartition, ReplicaAssignment]) -> dict[TopicPartition, ApiError]:
+    async def _maybe_trigger(self, reassignments: dict[TopicPartition, ReplicaAssignment]
+                             ) -> dict[TopicPartition, ApiError]:
         ctx = self.context
         out: dict[TopicPartition, ApiError] = {}
         for tp, reassignment in reassignments.items():
@@ -289,7 +291,8 @@ class ReassignmentManager:
             lambda t, replicas: t == tp and tuple(replicas) == tuple(assignment.replicas))
         self.context.partitions_being_reassigned.discard(tp)
 
-    async def _maybe_remove_from_zk_reassignment(self, should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]) -> None:
+    async def _maybe_remove_from_zk_reassignment(
+            self, should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]) -> None:
         zk = self.controller.zk
         if not await zk.reassign_partitions_in_progress():
             return
