@@ -37,6 +37,9 @@ def down_conversion_magic(version: int) -> int | None:
     return None
 
 
+FIRST_CLIENT_METADATA_VERSION = 11   # rack id: KafkaApis builds ClientMetadata from v11
+
+
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
@@ -125,7 +128,9 @@ def make(services: BrokerServices) -> ApiSpec:
         max_wait = req.max_wait_ms if not errors else 0
         results = await replica_manager.fetch_messages(
             max_wait, req.min_bytes, req.max_bytes, req.isolation_level, to_read,
-            min_one_message=v > LAST_HARD_MAX_BYTES_VERSION) if to_read else []
+            min_one_message=v > LAST_HARD_MAX_BYTES_VERSION,
+            # Kafka's FetchParams.fetchOnlyLeader: a consumer sending client metadata (v11+) may read a follower
+            fetch_only_leader=replica_id >= 0 or v < FIRST_CLIENT_METADATA_VERSION) if to_read else []
         by_key: dict[PartitionKey, FetchPartitionResult] = {k: r for k, (_tp, r) in zip(keys_read, results)}
         null_records: set[PartitionKey] = set()
         if v < FIRST_ZSTD_VERSION:

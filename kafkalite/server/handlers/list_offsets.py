@@ -31,14 +31,15 @@ DEBUGGING_REPLICA_ID = -2
 def make(services: BrokerServices) -> ApiSpec:
     replica_manager = services.replica_manager
 
-    def old_style(topic: str, p: Any, from_consumer: bool) -> dict[str, Any]:
+    def old_style(topic: str, p: Any, from_consumer: bool, fetch_only_from_leader: bool) -> dict[str, Any]:
         """Kafka's handleListOffsetRequestV0: up to max_num_offsets offsets per partition
         (segment boundaries), and only -1 and -2 among the negative timestamps."""
         if p.timestamp < EARLIEST_TIMESTAMP:
             return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "old_style_offsets": []}
         try:
             offsets = replica_manager.legacy_fetch_offsets_before(
-                TopicPartition(topic, p.partition_index), p.timestamp, p.max_num_offsets, from_consumer)
+                TopicPartition(topic, p.partition_index), p.timestamp, p.max_num_offsets, from_consumer,
+                fetch_only_from_leader=fetch_only_from_leader)
         except KafkaApiError as e:
             return {"error_code": e.code, "old_style_offsets": []}
         return {"error_code": ErrorCode.NONE, "old_style_offsets": offsets}
@@ -52,7 +53,8 @@ def make(services: BrokerServices) -> ApiSpec:
         from_consumer = req.replica_id in (CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID) or req.replica_id < 0
         if v == 0:
             return Resp(throttle_time_ms=0, topics=[
-                T(name=t.name, partitions=[P(partition_index=p.partition_index, **old_style(t.name, p, from_consumer))
+                T(name=t.name, partitions=[P(partition_index=p.partition_index, **old_style(
+                    t.name, p, from_consumer, req.replica_id != DEBUGGING_REPLICA_ID))
                                            for p in t.partitions]) for t in req.topics])
         counts = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
         topics = []
@@ -66,7 +68,8 @@ def make(services: BrokerServices) -> ApiSpec:
                 else:
                     r = replica_manager.fetch_offset_for_timestamp(
                         TopicPartition(t.name, p.partition_index), p.timestamp, isolation,
-                        p.current_leader_epoch if v >= 4 else -1, from_consumer)
+                        p.current_leader_epoch if v >= 4 else -1, from_consumer,
+                        fetch_only_from_leader=req.replica_id != DEBUGGING_REPLICA_ID)
                 parts.append(P(partition_index=p.partition_index, error_code=r.error,
                                timestamp=r.timestamp, offset=r.offset, leader_epoch=r.leader_epoch))
             topics.append(T(name=t.name, partitions=parts))

@@ -2,6 +2,7 @@
 topic ids; auto-creates topics as Kafka does when allowed."""
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Optional
 
@@ -30,8 +31,8 @@ FIRST_NULLABLE_NAME_VERSION = 10
 def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
 
-    def topic_metadata(Resp: type, name: Optional[str], topic_id: Optional[uuid.UUID],
-                       include_ops: bool, error: ErrorCode = ErrorCode.NONE):
+    def topic_metadata_on(listener_name: str, v: int, Resp: type, name: Optional[str],
+                          topic_id: Optional[uuid.UUID], include_ops: bool, error: ErrorCode = ErrorCode.NONE):
         T = Resp.MetadataResponseTopic
         info = cache.topic(name) if name is not None else None
         ops = TOPIC_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED
@@ -39,15 +40,21 @@ def make(services: BrokerServices) -> ApiSpec:
             return T(error_code=error, name=name, topic_id=topic_id or ZERO_UUID,
                      is_internal=bool(name and is_internal(name)), partitions=[], authorized_operations=ops)
         P = T.MetadataResponsePartition
-        parts = [P(error_code=ErrorCode.NONE, partition_index=p.partition, leader_id=p.leader,
-                   leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-                   offline_replicas=list(p.offline_replicas))
-                 for p in sorted(info.partitions.values(), key=lambda p: p.partition)]
+        # Kafka's ZkMetadataCache.getTopicMetadata: a leader not alive on the request's listener is
+        # LEADER_NOT_AVAILABLE (LISTENER_NOT_FOUND from v6 when only the listener is missing); v0
+        # lists only the replicas alive on the listener (REPLICA_NOT_AVAILABLE when some are not)
+        metas = cache.partition_metadata(info.name, listener_name, error_unavailable_endpoints=v == 0,
+                                         error_unavailable_listeners=v >= 6) or []
+        parts = [P(error_code=m.error, partition_index=m.partition, leader_id=m.leader_id,
+                   leader_epoch=m.leader_epoch, replica_nodes=list(m.replicas), isr_nodes=list(m.isr),
+                   offline_replicas=list(m.offline_replicas))
+                 for m in metas]
         return T(error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id,
                  is_internal=info.is_internal, partitions=parts, authorized_operations=ops)
 
     async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
         v = ctx.api_version
+        topic_metadata = functools.partial(topic_metadata_on, ctx.listener_name, v)
         Resp = MetadataResponse[v]
         include_ops = bool(req.include_topic_authorized_operations) if v >= 8 else False
         allow_auto_create = (req.allow_auto_topic_creation if v >= 4 else True) and \

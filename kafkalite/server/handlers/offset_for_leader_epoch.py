@@ -26,9 +26,9 @@ def make(services: BrokerServices) -> ApiSpec:
             parts = []
             for p in t.partitions:
                 try:
-                    partition = replica_manager.leader_partition(TopicPartition(t.topic, p.partition))
-                    epoch, end_offset = partition.last_offset_for_leader_epoch(p.current_leader_epoch,
-                                                                                p.leader_epoch)
+                    # Kafka checks the client's current leader epoch before leadership
+                    epoch, end_offset = replica_manager.last_offset_for_leader_epoch(
+                        TopicPartition(t.topic, p.partition), p.current_leader_epoch, p.leader_epoch)
                     parts.append(P(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch,
                                    end_offset=end_offset))
                 except KafkaApiError as e:
