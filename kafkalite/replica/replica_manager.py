@@ -395,14 +395,14 @@ class ReplicaManager:
                                     live_brokers: Iterable[BrokerInfo],
                                     partition_states: Iterable[UpdateMetadataPartitionState],
                                     topic_ids: Mapping[str, uuid.UUID]) -> list[TopicPartition]:
-        """Kafka's maybeUpdateMetadataCache: an older controller epoch raises NOT_CONTROLLER
-        (Kafka's ControllerMovedException, which KafkaApis answers with that code); otherwise
+        """Kafka's maybeUpdateMetadataCache: an older controller epoch raises Kafka's
+        ControllerMovedException, whose code is STALE_CONTROLLER_EPOCH; otherwise
         the cache takes the update and the epoch is remembered. Returns the deleted partitions."""
         if controller_epoch < self.controller_epoch:
             message = (f"Received update metadata request from an old controller {controller_id} with epoch "
                        f"{controller_epoch}. Latest known controller epoch is {self.controller_epoch}")
             log.warning(message)
-            raise KafkaApiError(ErrorCode.NOT_CONTROLLER, message)
+            raise KafkaApiError(ErrorCode.STALE_CONTROLLER_EPOCH, message)
         if self.metadata_cache is None:
             raise RuntimeError("the replica manager has no metadata cache to update")
         deleted = self.metadata_cache.update_metadata(controller_id, controller_epoch, live_brokers,

@@ -89,8 +89,6 @@ def _targets(cluster: LocalCluster) -> tuple[Target, Target, Any]:
 UNCHANGED = [[(0, NONE, 1, 0, [1]), (1, NONE, 1, 0, [1])]] * 2
 
 
-@pytest.mark.xfail(strict=True, reason="kafkalite answers NOT_CONTROLLER (41): replica/replica_manager.py "
-                   "maybe_update_metadata_cache; Kafka's ControllerMovedException is STALE_CONTROLLER_EPOCH (11)")
 def test_update_metadata_with_a_stale_controller_epoch(cluster: LocalCluster) -> None:
     _, target, topic_id = _targets(cluster)
 

@@ -157,9 +157,4 @@ def test_sigkill_of_the_controller(make_cluster: Any) -> None:
     # STALE_CONTROLLER_EPOCH (ReplicaManager throws ControllerMovedException, code 11; the
     # oracle test test_inter_broker_vs_kafka.py observes the same). Checked last so that a wrong
     # code does not hide the rest of the scenario.
-    if update_metadata_answers == {b: (8, NOT_CONTROLLER) for b in survivors}:
-        # exactly the known bug, nothing else: ReplicaManager.maybe_update_metadata_cache raises
-        # NOT_CONTROLLER (41) for Kafka's ControllerMovedException, whose code is 11
-        pytest.xfail("known bug: a stale-epoch UpdateMetadata is answered NOT_CONTROLLER, Kafka answers "
-                     "STALE_CONTROLLER_EPOCH (kafkalite/replica/replica_manager.py)")
     assert update_metadata_answers == {b: (8, STALE_CONTROLLER_EPOCH) for b in survivors}

@@ -169,8 +169,8 @@ def test_update_metadata_fencing(services: SimpleNamespace, v: int) -> None:
     assert um(services, v, broker_epoch=MY_EPOCH - 1) == STALE_BROKER_EPOCH
     assert services.metadata_cache.topic("t") is None
     assert um(services, v, controller_epoch=3) == 0
-    # an older controller: Kafka's ControllerMovedException, answered NOT_CONTROLLER
-    assert um(services, v, controller_epoch=2, partitions=[(0, -2)]) == ErrorCode.NOT_CONTROLLER
+    # an older controller: Kafka's ControllerMovedException, answered STALE_CONTROLLER_EPOCH
+    assert um(services, v, controller_epoch=2, partitions=[(0, -2)]) == ErrorCode.STALE_CONTROLLER_EPOCH
     assert sorted(services.metadata_cache.topic("t").partitions) == [0, 1]
 
 

@@ -163,7 +163,7 @@ def test_replica_manager_refuses_an_old_controller(tmp_path: Path) -> None:
         assert rm.controller_epoch == 5
         with pytest.raises(KafkaApiError) as e:
             rm.maybe_update_metadata_cache(2, 4, BROKERS[:1], [ps("a", 0, LEADER_DURING_DELETE)], {})
-        assert e.value.code == ErrorCode.NOT_CONTROLLER
+        assert e.value.code == ErrorCode.STALE_CONTROLLER_EPOCH
         assert cache.contains("a") and len(cache.brokers) == 3 and cache.controller_id == 1
         assert rm.maybe_update_metadata_cache(2, 5, BROKERS, [ps("a", 0, LEADER_DURING_DELETE)], {}) == \
             [TopicPartition("a", 0)]

@@ -4,7 +4,7 @@ ReplicaManager.maybeUpdateMetadataCache and ZkMetadataCache.updateMetadata).
 
 A broker epoch older than this broker's registration is STALE_BROKER_EPOCH; a controller epoch
 older than the highest seen is refused as Kafka refuses it (ControllerMovedException, answered
-NOT_CONTROLLER); the response is only an error code. What waits on the metadata (the admin
+STALE_CONTROLLER_EPOCH); the response is only an error code. What waits on the metadata (the admin
 manager's CreateTopics/DeleteTopics, the group coordinator's deleted partitions) hears of the
 change through the metadata cache's listeners.
 """
