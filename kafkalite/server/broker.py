@@ -175,8 +175,8 @@ class KafkaServer:
         async def allocate_block(broker_id: int) -> tuple[int, int]:
             block = await zk.allocate_producer_id_block(broker_id)
             return block.first_producer_id, block.size
+        # the first block is claimed by the first InitProducerId, as in Kafka 3.9
         self.producer_ids = ProducerIdManager(self.broker_id, allocate_block)
-        await self.producer_ids.startup()
         group_storage = GroupMetadataManager(
             self.broker_id, cfg.offsets_topic_num_partitions, self.replica_manager, coordinator_topics,
             replication_factor=cfg.offsets_topic_replication_factor, segment_bytes=cfg.offsets_topic_segment_bytes,

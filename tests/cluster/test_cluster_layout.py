@@ -257,9 +257,6 @@ def test_same_znode_tree(sides: tuple[Side, Side]) -> None:
     assert {p: shape(ours, p) for p in others} == {p: shape(kafka, p) for p in others}
 
 
-@pytest.mark.xfail(strict=True, reason="kafkalite brokers claim a producer-id block while starting "
-                   "(server/broker.py: ProducerIdManager.startup()); Kafka 3.9's claim one on the "
-                   "first InitProducerId")
 def test_no_producer_id_block_at_start_up(sides: tuple[Side, Side]) -> None:
     kafka, ours = sides
     assert (ours.raw["/latest_producer_id_block"][0], ours.raw["/latest_producer_id_block"][1].version) == \

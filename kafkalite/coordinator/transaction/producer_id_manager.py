@@ -29,9 +29,16 @@ class ProducerIdManager:
         self._next_block: Optional[tuple[int, int]] = None
         self._fetching: Optional[asyncio.Task[None]] = None
 
-    async def startup(self) -> None:
-        start, size = await self._allocate_block(self.broker_id)
-        self._next, self._end, self._block_start = start, start + size, start
+    async def ensure_block(self) -> None:
+        """Claim the first block on the first InitProducerId (as Kafka 3.9 does: no block is
+        claimed at start-up), waiting for it rather than failing the first request; later blocks
+        are prefetched."""
+        if self._next < self._end or self._next_block is not None:
+            return
+        self._prefetch()
+        fetching = self._fetching
+        if fetching is not None:
+            await asyncio.shield(fetching)
 
     def _prefetch(self) -> None:
         if self._fetching is None and self._next_block is None:

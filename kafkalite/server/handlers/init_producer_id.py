@@ -34,6 +34,7 @@ def make(services: BrokerServices) -> ApiSpec:
                         producer_epoch=NO_PRODUCER_EPOCH)
         else:
             expected = (pid, epoch)
+        await services.producer_id_manager.ensure_block()
         if req.transactional_id is None:
             # Kafka: no transactional id -> always a new producer id, whatever id/epoch is presented.
             new_pid = services.producer_id_manager.generate_producer_id()
