@@ -117,6 +117,13 @@ class ControllerContext:
     def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
         return [tp for tp, l in self.partition_leadership.items() if l.leader_and_isr.leader == broker_id]
 
+    def partition_leaders_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        """What a broker shutting down still leads and could hand over (Kafka's
+        partitionLeadersOnBroker): replicated partitions of topics not queued for deletion."""
+        return [tp for tp, l in self.partition_leadership.items()
+                if l.leader_and_isr.leader == broker_id and not self.is_topic_queued_for_deletion(tp.topic)
+                and len(self.partition_replica_assignment(tp)) > 1]
+
     def put_leadership(self, tp: TopicPartition, info: LeaderIsrAndControllerEpoch) -> None:
         self.partition_leadership[tp] = info
 

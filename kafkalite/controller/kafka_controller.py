@@ -560,7 +560,7 @@ class KafkaController:
         self.batch.send_requests_to_brokers(ctx.epoch)
         await self.replica_sm.handle_state_changes(
             [PartitionAndReplica(tp.topic, tp.partition, broker_id) for tp in followed], ReplicaState.OfflineReplica)
-        return sorted(ctx.partitions_led_by(broker_id), key=_tp_key)
+        return sorted(ctx.partition_leaders_on_broker(broker_id), key=_tp_key)
 
     # -- AlterPartition -----------------------------------------------------------------------
     async def alter_partition(self, broker_id: int, broker_epoch: int,

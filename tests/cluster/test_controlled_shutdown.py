@@ -140,7 +140,10 @@ def test_controlled_shutdown_moves_leadership_first(make_cluster: Any) -> None:
         assert zk.exists(f"/brokers/ids/{victim}") is None
 
 
-def test_controlled_shutdown_gives_up_on_rf1_partitions(make_cluster: Any) -> None:
+def test_controlled_shutdown_does_not_wait_for_rf1_partitions(make_cluster: Any) -> None:
+    """A partition with one replica has nowhere to go: Kafka's controller leaves it out of the
+    partitions a shutting-down broker still leads (partitionLeadersOnBroker), so the first attempt
+    succeeds and the partition goes offline with its broker."""
     cluster, rf3, victim, others = _setup(make_cluster)
     rf1 = unique("cs-rf1")
     cluster.create_topic(rf1, partitions=3, replication_factor=1)
@@ -153,14 +156,11 @@ def test_controlled_shutdown_gives_up_on_rf1_partitions(make_cluster: Any) -> No
 
     moved, exited, code = _sigterm_and_watch(cluster, victim, others[0], rf3)
     assert code == 0
-    # three attempts, each answered with the RF=1 partition still led by the broker, with the
-    # backoff between them; then the broker shuts down without the controller's blessing
-    assert MAX_RETRIES - 1 <= exited / BACKOFF_S and exited <= EXIT_BOUND_S, exited
+    assert exited <= EXIT_BOUND_S, exited
     log = cluster.broker(victim).output()
-    assert log.count(f"Remaining partitions to move: {rf1}-{stuck}\n") == MAX_RETRIES
-    assert log.count("Retrying controlled shutdown after the previous attempt failed...") == MAX_RETRIES - 1
-    assert log.count("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed") == 1
-    assert "Controlled shutdown request returned successfully" not in log
+    assert "Controlled shutdown request returned successfully after 1 attempt(s)" in log
+    assert "Remaining partitions to move" not in log
+    assert "Proceeding to do an unclean shutdown" not in log
 
     expected = _after_controlled_shutdown(before, victim)
     wait_metadata(cluster, others, {rf3: expected}, 10, "RF=3 metadata after the shutdown")
