@@ -344,6 +344,9 @@ class KafkaServer:
                                 cfg.log_flush_offset_checkpoint_interval_ms)
         self.scheduler.schedule("kafka-log-start-offset-checkpoint", lm.checkpoint_log_start_offsets,
                                 cfg.log_flush_start_offset_checkpoint_interval_ms)
+        # replication-offset-checkpoint: each partition's high watermark, read back at start-up
+        self.scheduler.schedule("highwatermark-checkpoint", rm.checkpoint_high_watermarks,
+                                cfg.replica_high_watermark_checkpoint_interval_ms)
         flush_ms = cfg.log_flush_interval_ms_effective
         if flush_ms < 2**62:
             self.scheduler.schedule("kafka-log-flusher", flush, flush_ms)
@@ -417,6 +420,7 @@ class KafkaServer:
             await self.socket_server.shutdown()
         await self.scheduler.shutdown()
         if self.replica_manager is not None:
+            await self.replica_manager.checkpoint_high_watermarks()
             self.replica_manager.shutdown()
         if self.log_cleaner is not None:
             await self.log_cleaner.shutdown()   # before the logs close under it
