@@ -219,7 +219,9 @@ class ZkAdminManager:
         # that moment is waited for too, within the timeout, so the name can be reused at once.
         for r in deleting:
             if r.error == ErrorCode.NONE and replica_brokers.get(r.name, set()) <= set(self.cache.brokers):
-                while await self.zk.topic_exists(r.name) and time.monotonic() < deadline:
+                # done when the controller has removed the topic and then its deletion marker
+                while (await self.zk.topic_exists(r.name) or await self.zk.is_topic_marked_for_deletion(r.name)) \
+                        and time.monotonic() < deadline:
                     await asyncio.sleep(0.005)
         return results
 
