@@ -50,6 +50,17 @@ def positive_int(text: str) -> int:
     return v
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0 (a free one) to 65535."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {v}")
+    return v
+
+
 def non_negative_int(text: str) -> int:
     try:
         v = int(text)

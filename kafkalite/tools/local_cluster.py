@@ -38,6 +38,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Optional
 
+from kafkalite.tools.common import port_number, positive_int
+from kafkalite.tools.local_zookeeper import lock_dir
+
 if TYPE_CHECKING:
     from kafkalite.testing import Cluster
 
@@ -50,24 +53,6 @@ class _Stopped(Exception):
     """SIGTERM/SIGINT arrived while the cluster was starting."""
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
-    return v
-
-
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port {text!r}") from None
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {v}")
-    return v
 
 
 def split_zookeeper(connect: str) -> tuple[str, str]:
@@ -106,17 +91,17 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--dir", default=DEFAULT_DIR, metavar="DIR",
                    help=f"directory for the brokers' logs and ZooKeeper's data, kept after exit "
                         f"(default ./{DEFAULT_DIR})")
-    p.add_argument("--brokers", type=_positive, default=DEFAULT_BROKERS, metavar="N",
+    p.add_argument("--brokers", type=positive_int, default=DEFAULT_BROKERS, metavar="N",
                    help=f"number of brokers, ids 0..N-1 (default {DEFAULT_BROKERS})")
-    p.add_argument("--base-port", type=_port, default=0, metavar="P",
+    p.add_argument("--base-port", type=port_number, default=0, metavar="P",
                    help="broker i listens on P+i (default: ports the OS picks)")
     p.add_argument("--zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
                    help="use this running ZooKeeper instead of starting one")
-    p.add_argument("--zookeeper-port", type=_port, default=0, metavar="P",
+    p.add_argument("--zookeeper-port", type=port_number, default=0, metavar="P",
                    help="client port of the ZooKeeper it starts (default: a free port)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="a broker property for every broker (repeatable)")
-    p.add_argument("--start-timeout-s", type=_positive, default=60, metavar="S",
+    p.add_argument("--start-timeout-s", type=positive_int, default=60, metavar="S",
                    help="how long to wait for ZooKeeper and the brokers (default 60)")
     p.set_defaults(func=run, parser=p)
 
@@ -127,17 +112,6 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _lock_dir(work_dir: Path) -> Optional[int]:
-    """An exclusive lock on DIR/.lock: two clusters on one set of log dirs would corrupt them."""
-    import fcntl
-
-    fd = os.open(work_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def run(args: argparse.Namespace) -> int:
@@ -183,7 +157,7 @@ def _run(args: argparse.Namespace, stop_signal: list[int], starting: list[bool])
         work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         return _fail(f"cannot create {work_dir}: {e.strerror}")
-    lock = _lock_dir(work_dir)
+    lock = lock_dir(work_dir)
     if lock is None:
         return _fail(f"{work_dir} is in use by another kafkalite cluster")
     cluster: Optional[Cluster] = None

@@ -31,6 +31,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Callable, Optional
 
+from kafkalite.tools.common import port_number, positive_int   # standard library at import
+
 TOOL = "zookeeper"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 JAR_ENV = "KAFKALITE_ZOOKEEPER_JAR"   # another jar (tests point it at a missing one)
@@ -248,24 +250,6 @@ class ZooKeeperServer:
 # The command
 # --------------------------------------------------------------------------------------------
 
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port {text!r}") from None
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {v}")
-    return v
-
-
-def _tick(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
-    return v
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -274,14 +258,14 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "its config, logs and data in --dir; stop with SIGTERM or Ctrl-C.")
     p.add_argument("--dir", default=DEFAULT_DIR, metavar="DIR",
                    help=f"directory for config, logs and data, kept after exit (default ./{DEFAULT_DIR})")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
+    p.add_argument("--port", type=port_number, default=DEFAULT_PORT,
                    help=f"client port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free port)")
-    p.add_argument("--tick-time-ms", type=_tick, default=DEFAULT_TICK_TIME_MS, metavar="MS",
+    p.add_argument("--tick-time-ms", type=positive_int, default=DEFAULT_TICK_TIME_MS, metavar="MS",
                    help="ZooKeeper's tickTime; the shortest session timeout is 2 ticks "
                         f"(default {DEFAULT_TICK_TIME_MS})")
     p.add_argument("--zookeeper-jar", default=None, metavar="JAR",
                    help=f"ZooKeeper's jar (default ${JAR_ENV} or {ZOOKEEPER_JAR})")
-    p.add_argument("--start-timeout-s", type=_tick, default=60, metavar="S",
+    p.add_argument("--start-timeout-s", type=positive_int, default=60, metavar="S",
                    help="how long to wait for ZooKeeper to answer (default 60)")
     p.set_defaults(func=run, parser=p)
 
@@ -292,9 +276,9 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _lock_dir(work_dir: Path) -> Optional[int]:
-    """An exclusive lock on DIR/.lock: two ZooKeepers on one data dir would corrupt it. The fd,
-    or None when another process holds it."""
+def lock_dir(work_dir: Path) -> Optional[int]:
+    """An exclusive lock on DIR/.lock (two ZooKeepers on one data dir, or two local clusters on one
+    set of log dirs, would corrupt them). The fd, or None when another process holds it."""
     import fcntl
 
     fd = os.open(work_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -331,7 +315,7 @@ def _run(args: argparse.Namespace, stop_signal: list[int]) -> int:
         work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         return _fail(f"cannot create {work_dir}: {e.strerror}")
-    lock = _lock_dir(work_dir)
+    lock = lock_dir(work_dir)
     if lock is None:
         return _fail(f"{work_dir} is in use by another kafkalite zookeeper")
     server = ZooKeeperServer(port=args.port or None, work_dir=work_dir, tick_time_ms=args.tick_time_ms,
