@@ -12,5 +12,10 @@ if [ "$(id -u)" = 0 ] && ! { command -v kcat && command -v javac && command -v m
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat default-jdk-headless zookeeper \
         maven >/dev/null
 fi
+# Go (the franz-go client tests, tests/go): Debian's golang is too old for go.mod, so the toolchain
+# comes from the Go module proxy into /usr/local/go, where tests/support/gocheck.py finds it.
+if [ "$(id -u)" = 0 ] && ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+    python3 scripts/install_go.py
+fi
 python3 -m pip install -q --disable-pip-version-check -e ".[test,spark]"
 exec python3 -m pytest -q "$@"
