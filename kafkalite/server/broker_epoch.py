@@ -2,7 +2,12 @@
 of controller requests by it (ZkBrokerEpochManager.isBrokerEpochStale)."""
 from __future__ import annotations
 
+import logging
+from typing import Optional
+
 from kafkalite.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 UNKNOWN_BROKER_EPOCH = -1    # AbstractControlRequest.UNKNOWN_BROKER_EPOCH: the sender does not check
 # Errors.STALE_BROKER_EPOCH (77)
@@ -28,3 +33,20 @@ class BrokerEpoch:
         if is_kraft_controller:
             raise RuntimeError("Expected BrokerLifecycleManager to be non-null.")
         return request_broker_epoch < self.current
+
+    def fence(self, api: str, request_broker_epoch: int, is_kraft_controller: bool, controller_id: int,
+              controller_epoch: int) -> Optional[int]:
+        """KafkaApis' check before a controller request (LeaderAndIsr, StopReplica,
+        UpdateMetadata) is applied: None to go on, else the error code to answer with
+        (STALE_BROKER_EPOCH, or UNKNOWN_SERVER_ERROR for a KRaft controller's request)."""
+        try:
+            stale = self.is_stale(request_broker_epoch, is_kraft_controller)
+        except RuntimeError:
+            log.exception("%s from a KRaft controller %d", api, controller_id)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        if stale:
+            log.info("Received %s request with broker epoch %d smaller than the current broker epoch %d "
+                     "from controller %d with epoch %d.", api, request_broker_epoch, self.current,
+                     controller_id, controller_epoch)
+            return STALE_BROKER_EPOCH
+        return None

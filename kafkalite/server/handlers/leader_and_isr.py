@@ -10,7 +10,6 @@ by topic id, as Kafka builds them.
 """
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any, Optional
 
@@ -18,11 +17,9 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, LeaderAndIsrResponse
 from kafkalite.replica.control_states import LeaderAndIsrPartitionState
 from kafkalite.replica.partition import TopicPartition
-from kafkalite.server.broker_epoch import STALE_BROKER_EPOCH, UNKNOWN_BROKER_EPOCH
+from kafkalite.server.broker_epoch import UNKNOWN_BROKER_EPOCH
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
-
-log = logging.getLogger(__name__)
 
 API_KEY = 4
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -90,16 +87,10 @@ def make(services: Any) -> ApiSpec:
         v = ctx.api_version
         request_broker_epoch = req.broker_epoch if v >= FIRST_GROUPED_VERSION else UNKNOWN_BROKER_EPOCH
         is_kraft = bool(req.is_k_raft_controller) if v >= FIRST_KRAFT_FLAG_VERSION else False
-        try:
-            stale = broker_epoch.is_stale(request_broker_epoch, is_kraft)
-        except RuntimeError:
-            log.exception("LeaderAndIsr from a KRaft controller %d", req.controller_id)
-            return error_response(req, v, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if stale:
-            log.info("Received LeaderAndIsr request with broker epoch %d smaller than the current broker epoch %d "
-                     "from controller %d with epoch %d.", request_broker_epoch, broker_epoch.current,
-                     req.controller_id, req.controller_epoch)
-            return error_response(req, v, STALE_BROKER_EPOCH)
+        fenced = broker_epoch.fence("LeaderAndIsr", request_broker_epoch, is_kraft, req.controller_id,
+                                    req.controller_epoch)
+        if fenced is not None:
+            return error_response(req, v, fenced)
         ids = topic_ids(req, v)
         error, errors = replica_manager.become_leader_or_follower(
             req.controller_id, req.controller_epoch, partition_states(req, v), ids,

@@ -10,18 +10,15 @@ leadership listeners.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Optional
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.inter_broker import StopReplicaRequest, StopReplicaResponse
 from kafkalite.replica.control_states import NO_EPOCH, StopReplicaPartitionState
 from kafkalite.replica.partition import TopicPartition
-from kafkalite.server.broker_epoch import STALE_BROKER_EPOCH, UNKNOWN_BROKER_EPOCH
+from kafkalite.server.broker_epoch import UNKNOWN_BROKER_EPOCH
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
-
-log = logging.getLogger(__name__)
 
 API_KEY = 5
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -65,16 +62,12 @@ def make(services: Any) -> ApiSpec:
         v = ctx.api_version
         request_broker_epoch = req.broker_epoch if v >= FIRST_BROKER_EPOCH_VERSION else UNKNOWN_BROKER_EPOCH
         is_kraft = bool(req.is_k_raft_controller) if v >= FIRST_KRAFT_FLAG_VERSION else False
-        try:
-            stale = broker_epoch.is_stale(request_broker_epoch, is_kraft)
-        except RuntimeError:
-            log.exception("StopReplica from a KRaft controller %d", req.controller_id)
-            return error_response(req, v, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if stale:
-            log.info("Received StopReplica request with broker epoch %d smaller than the current broker epoch %d "
-                     "from controller %d with epoch %d.", request_broker_epoch, broker_epoch.current,
-                     req.controller_id, req.controller_epoch)
-            return build_response(v, STALE_BROKER_EPOCH, [])
+        fenced = broker_epoch.fence("StopReplica", request_broker_epoch, is_kraft, req.controller_id,
+                                    req.controller_epoch)
+        if fenced == ErrorCode.UNKNOWN_SERVER_ERROR:
+            return error_response(req, v, fenced)
+        if fenced is not None:   # a stale broker epoch: Kafka answers the code with no partitions
+            return build_response(v, fenced, [])
         error, errors = await replica_manager.stop_replicas(req.controller_id, req.controller_epoch,
                                                             partition_states(req, v))
         return build_response(v, error, list(errors.items()))

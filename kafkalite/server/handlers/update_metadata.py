@@ -10,7 +10,6 @@ change through the metadata cache's listeners.
 """
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any, Optional
 
@@ -18,11 +17,9 @@ from kafkalite.cluster.metadata_cache import (SECURITY_PROTOCOL_NAMES, BrokerEnd
                                               UpdateMetadataPartitionState)
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.protocol.inter_broker import UpdateMetadataRequest, UpdateMetadataResponse
-from kafkalite.server.broker_epoch import STALE_BROKER_EPOCH, UNKNOWN_BROKER_EPOCH
+from kafkalite.server.broker_epoch import UNKNOWN_BROKER_EPOCH
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
-
-log = logging.getLogger(__name__)
 
 API_KEY = 6
 MIN_VERSION, MAX_VERSION = 0, 8
@@ -92,16 +89,10 @@ def make(services: Any) -> ApiSpec:
         Resp = UpdateMetadataResponse[v]
         request_broker_epoch = req.broker_epoch if v >= FIRST_GROUPED_VERSION else UNKNOWN_BROKER_EPOCH
         is_kraft = bool(req.is_k_raft_controller) if v >= FIRST_KRAFT_FLAG_VERSION else False
-        try:
-            stale = broker_epoch.is_stale(request_broker_epoch, is_kraft)
-        except RuntimeError:
-            log.exception("UpdateMetadata from a KRaft controller %d", req.controller_id)
-            return Resp(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
-        if stale:
-            log.info("Received UpdateMetadata request with broker epoch %d smaller than the current broker epoch %d "
-                     "from controller %d with epoch %d.", request_broker_epoch, broker_epoch.current,
-                     req.controller_id, req.controller_epoch)
-            return Resp(error_code=STALE_BROKER_EPOCH)
+        fenced = broker_epoch.fence("UpdateMetadata", request_broker_epoch, is_kraft, req.controller_id,
+                                    req.controller_epoch)
+        if fenced is not None:
+            return Resp(error_code=fenced)
         try:
             replica_manager.maybe_update_metadata_cache(req.controller_id, req.controller_epoch,
                                                         live_brokers(req, v), partition_states(req, v),
