@@ -125,9 +125,13 @@ class Broker:
                  port: int = 0, host: str = "127.0.0.1",
                  log_dir: Optional[Union[str, os.PathLike]] = None,
                  stderr_path: Optional[Union[str, os.PathLike]] = None,
-                 ready_timeout: float = 30.0, **kwargs: PropertyValue) -> None:
+                 ready_timeout: float = 30.0, command_prefix: Sequence[str] = (),
+                 **kwargs: PropertyValue) -> None:
         self.overrides: dict[str, str] = {**TEST_DEFAULTS, **merge_overrides(overrides, **kwargs)}
         self.host = host
+        # e.g. ["ip", "netns", "exec", "ns0"] (with host= an address there): a broker in a network
+        # namespace of its own, for partition tests; the prefix must exec the command, keeping the pid
+        self.command_prefix: list[str] = list(command_prefix)
         self.ready_timeout = ready_timeout
         # The temp dir holds the broker's stderr and, unless log_dir is given, its log dir.
         self._tmp: Optional[str] = tempfile.mkdtemp(prefix="kafkalite-test-")
@@ -210,7 +214,8 @@ class Broker:
     def _spawn(self, deadline: float) -> None:
         r, w = os.pipe()   # both ends non-inheritable; r is passed explicitly below
         cleanup = self._tmp or ""
-        cmd = [sys.executable, "-c", _CHILD_CODE, _PACKAGE_DIR, str(r), cleanup, *self.command()]
+        cmd = [*self.command_prefix, sys.executable, "-c", _CHILD_CODE, _PACKAGE_DIR, str(r), cleanup,
+               *self.command()]
         try:
             with open(self.stderr_path, "ab") as err:
                 spawned = time.perf_counter()
@@ -448,6 +453,9 @@ class Cluster:
     `kafkalite zookeeper`), stopped by `stop()` and removed by `close()`. The brokers live under
     `chroot` (default "/kafkalite-<random hex>", so clusters can share a ZooKeeper; "" for none).
 
+    `broker_hosts[id]` and `broker_command_prefixes[id]` (see Broker's `host` and
+    `command_prefix`) run a broker elsewhere than `host`, e.g. in a network namespace.
+
     `base_dir` keeps everything in one directory that `close()` leaves in place (`kafkalite
     cluster` uses it): broker logs in base_dir/broker-<id>, their stderr in
     base_dir/broker-<id>.log, the ZooKeeper it starts in base_dir/zookeeper. `base_port` puts
@@ -458,7 +466,9 @@ class Cluster:
                  zookeeper: Optional[str] = None, chroot: Optional[str] = None,
                  broker_overrides: Optional[Mapping[int, Mapping[str, PropertyValue]]] = None,
                  start_timeout: float = 60.0, base_dir: Optional[Union[str, os.PathLike]] = None,
-                 base_port: int = 0, zookeeper_port: int = 0, host: str = "127.0.0.1") -> None:
+                 base_port: int = 0, zookeeper_port: int = 0, host: str = "127.0.0.1",
+                 broker_hosts: Optional[Mapping[int, str]] = None,
+                 broker_command_prefixes: Optional[Mapping[int, Sequence[str]]] = None) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, not {brokers}")
         if zookeeper is not None and "/" in zookeeper:
@@ -493,8 +503,11 @@ class Cluster:
                 if self.base_dir is not None:
                     where = {"log_dir": self.base_dir / f"broker-{broker_id}",
                              "stderr_path": self.base_dir / f"broker-{broker_id}.log"}
-                self.brokers[broker_id] = Broker(props, host=host, port=base_port + broker_id if base_port else 0,
-                                                 ready_timeout=start_timeout, **where)
+                self.brokers[broker_id] = Broker(props, host=(broker_hosts or {}).get(broker_id, host),
+                                                 port=base_port + broker_id if base_port else 0,
+                                                 ready_timeout=start_timeout,
+                                                 command_prefix=(broker_command_prefixes or {}).get(broker_id, ()),
+                                                 **where)
         except BaseException:
             self.close()
             raise
