@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from kafkalite.tools.local_zookeeper import ZooKeeperServer
 
 __all__ = ["Broker", "BrokerError", "Cluster", "ClusterError", "TopicError", "property_name",
-           "property_value", "TEST_DEFAULTS", "CLUSTER_TEST_DEFAULTS"]
+           "property_value", "TEST_DEFAULTS", "CLUSTER_TEST_DEFAULTS", "cluster_size_defaults"]
 
 READY_RE = re.compile(r"kafkalite ready: broker (\d+) listening on PLAINTEXT://(\S+):(\d+)")
 STARTED_IN_RE = re.compile(r"started in ([0-9.]+) s")
@@ -410,6 +410,19 @@ CLUSTER_TEST_DEFAULTS: dict[str, str] = {
     "auto.leader.rebalance.enable": "false",
 }
 
+
+def cluster_size_defaults(brokers: int) -> dict[str, str]:
+    """Internal-topic defaults a test cluster of `brokers` brokers gets on top of
+    CLUSTER_TEST_DEFAULTS (overridable): Kafka's replication factor 3 for `__consumer_offsets`
+    and `__transaction_state` (and min ISR 2 for the latter) lowered to what the cluster can
+    hold, so a one- or two-broker cluster still gets its coordinators. A broker never lowers
+    them itself in ZooKeeper mode: with fewer brokers alive than the factor, FindCoordinator
+    answers COORDINATOR_NOT_AVAILABLE, as Kafka does."""
+    return {"offsets.topic.replication.factor": str(min(3, brokers)),
+            "transaction.state.log.replication.factor": str(min(3, brokers)),
+            "transaction.state.log.min.isr": str(min(2, brokers))}
+
+
 # Set by Cluster for each broker.
 _CLUSTER_RESERVED = {"broker.id": "the ids are 0..brokers-1; use broker_overrides for per-broker properties",
                      "zookeeper.connect": "use zookeeper= and chroot="}
@@ -447,11 +460,12 @@ def _validate_chroot(chroot: str) -> str:
 class Cluster:
     """N kafkalite brokers in ZooKeeper mode (broker ids 0..N-1) for tests.
 
-    `overrides` (Kafka property names) apply to every broker, on top of TEST_DEFAULTS and
-    CLUSTER_TEST_DEFAULTS; `broker_overrides[id]` to one broker, on top of those. `zookeeper`
-    ("host:port", no chroot) uses a running ZooKeeper; None starts one of its own (Debian's, see
-    `kafkalite zookeeper`), stopped by `stop()` and removed by `close()`. The brokers live under
-    `chroot` (default "/kafkalite-<random hex>", so clusters can share a ZooKeeper; "" for none).
+    `overrides` (Kafka property names) apply to every broker, on top of TEST_DEFAULTS,
+    CLUSTER_TEST_DEFAULTS and cluster_size_defaults(brokers); `broker_overrides[id]` to one broker,
+    on top of those. `zookeeper` ("host:port", no chroot) uses a running ZooKeeper; None starts one
+    of its own (Debian's, see `kafkalite zookeeper`), stopped by `stop()` and removed by `close()`.
+    The brokers live under `chroot` (default "/kafkalite-<random hex>", so clusters can share a
+    ZooKeeper; "" for none).
 
     `broker_hosts[id]` and `broker_command_prefixes[id]` (see Broker's `host` and
     `command_prefix`) run a broker elsewhere than `host`, e.g. in a network namespace.
@@ -497,7 +511,8 @@ class Cluster:
         self._closed = False
         try:
             for broker_id in range(brokers):
-                props = {**CLUSTER_TEST_DEFAULTS, **common, **per_broker.get(broker_id, {}),
+                props = {**CLUSTER_TEST_DEFAULTS, **cluster_size_defaults(brokers), **common,
+                         **per_broker.get(broker_id, {}),
                          "broker.id": str(broker_id), "zookeeper.connect": self.zookeeper_connect}
                 where: dict[str, Any] = {}
                 if self.base_dir is not None:

@@ -99,12 +99,19 @@ class InternalTopics:
     topics, in cluster mode: whether the topic exists (the metadata cache, or ZooKeeper as read
     at start-up), the live brokers, and its creation — started through the admin manager without
     waiting, as Kafka's AutoTopicCreationManager does, while FindCoordinator answers
-    COORDINATOR_NOT_AVAILABLE and the client retries."""
+    COORDINATOR_NOT_AVAILABLE and the client retries.
 
-    def __init__(self, admin: Any, cache: MetadataCache, preloaded: dict[str, TopicRecord]) -> None:
+    `alone`: the embedded single broker (no zookeeper.connect), which creates the topics with a
+    replication factor reduced to the live brokers; a ZooKeeper-mode broker passes False and asks
+    for the configured factor, as Kafka does (coordinator.internal_topics). The default keeps
+    the reduction for a caller that does not say."""
+
+    def __init__(self, admin: Any, cache: MetadataCache, preloaded: dict[str, TopicRecord],
+                 alone: bool = True) -> None:
         self.admin = admin
         self.cache = cache
         self.preloaded = preloaded
+        self.alone = alone
         self._creating: dict[str, asyncio.Task[None]] = {}
 
     @property
@@ -129,7 +136,11 @@ class InternalTopics:
         try:
             result = (await self.admin.create_topics([t], validate_only=False, timeout_ms=0))[0]
             if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
-                log.error("Could not create internal topic %s: %s %s", t.name, result.error.name, result.message)
+                # a client error (e.g. INVALID_REPLICATION_FACTOR while fewer brokers than the
+                # factor are alive): INFO, as Kafka's ZkAdminManager logs it; the next
+                # FindCoordinator tries again
+                log.info("Error processing create topic request for topic %s: %s: %s", t.name,
+                         result.error.name, result.message)
         except Exception:
             log.exception("Could not create internal topic %s", t.name)
         finally:

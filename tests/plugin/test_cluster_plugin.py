@@ -183,16 +183,20 @@ def test_cluster_fixtures_in_a_user_suite(pytester: pytest.Pytester) -> None:
 # --------------------------------------------------------------------------------------------
 
 def test_cluster_broker_properties_and_their_precedence() -> None:
-    from kafkalite.testing import CLUSTER_TEST_DEFAULTS, TEST_DEFAULTS, Cluster
+    from kafkalite.testing import CLUSTER_TEST_DEFAULTS, TEST_DEFAULTS, Cluster, cluster_size_defaults
 
-    c = Cluster(3, {"num.partitions": 2, "offsets.topic.num.partitions": 5}, zookeeper="127.0.0.1:2181",
+    c = Cluster(3, {"num.partitions": 2, "offsets.topic.num.partitions": 5, "transaction.state.log.min.isr": 1},
+                zookeeper="127.0.0.1:2181",
                 chroot="/it", broker_overrides={2: {"num.partitions": "7", "broker.rack": "r2"}})
     try:
         assert c.zookeeper_server is None and c.zookeeper_connect == "127.0.0.1:2181/it"
         assert sorted(c.brokers) == [0, 1, 2] and c.running_broker_ids() == [] and c.bootstrap_servers == ""
-        # TEST_DEFAULTS < CLUSTER_TEST_DEFAULTS < overrides < broker_overrides < what Cluster sets
-        assert c.broker(0).overrides == {**TEST_DEFAULTS, **CLUSTER_TEST_DEFAULTS, "num.partitions": "2",
-                                         "offsets.topic.num.partitions": "5", "broker.id": "0",
+        # TEST_DEFAULTS < CLUSTER_TEST_DEFAULTS < cluster_size_defaults < overrides < broker_overrides
+        # < what Cluster sets
+        assert c.broker(0).overrides == {**TEST_DEFAULTS, **CLUSTER_TEST_DEFAULTS, **cluster_size_defaults(3),
+                                         "num.partitions": "2",
+                                         "offsets.topic.num.partitions": "5", "transaction.state.log.min.isr": "1",
+                                         "broker.id": "0",
                                          "zookeeper.connect": "127.0.0.1:2181/it"}
         assert c.broker(2).overrides == {**c.broker(0).overrides, "num.partitions": "7", "broker.rack": "r2",
                                          "broker.id": "2"}
@@ -200,6 +204,10 @@ def test_cluster_broker_properties_and_their_precedence() -> None:
                                          "controlled.shutdown.retry.backoff.ms": "500",
                                          "group.initial.rebalance.delay.ms": "0",
                                          "offsets.topic.num.partitions": "3", "auto.leader.rebalance.enable": "false"}
+        # Kafka's internal-topic factors (3, min ISR 2), lowered only to what a smaller cluster holds
+        assert [cluster_size_defaults(n) for n in (1, 2, 3, 5)] == [
+            {"offsets.topic.replication.factor": str(rf), "transaction.state.log.replication.factor": str(rf),
+             "transaction.state.log.min.isr": str(isr)} for rf, isr in ((1, 1), (2, 2), (3, 2), (3, 2))]
         with pytest.raises(KeyError, match=r"no broker 3 in this cluster \(brokers \[0, 1, 2\]\)"):
             c.broker(3)
     finally:
@@ -209,6 +217,8 @@ def test_cluster_broker_properties_and_their_precedence() -> None:
     a, b = Cluster(1, zookeeper="h:1"), Cluster(1, zookeeper="h:1", chroot="")
     try:
         assert re.fullmatch(r"h:1/kafkalite-[0-9a-f]{8}", a.zookeeper_connect) and b.zookeeper_connect == "h:1"
+        # a one-broker cluster gets its coordinators
+        assert {k: a.broker(0).overrides[k] for k in cluster_size_defaults(1)} == cluster_size_defaults(1)
     finally:
         a.close()
         b.close()

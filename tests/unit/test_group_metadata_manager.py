@@ -47,6 +47,7 @@ class OneBrokerTopics:
     reopened broker leads them again at the next leader epoch."""
 
     live_brokers = [0]
+    alone = True   # the embedded broker: internal topics reduced to the live brokers
 
     def __init__(self, log_dir: Path, replica_manager: ReplicaManager, cache: MetadataCache) -> None:
         self.path = log_dir / "test-topics.json"

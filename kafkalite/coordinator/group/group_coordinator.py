@@ -1253,14 +1253,6 @@ class GroupCoordinator:
 
         self._spawn(write(), f"store-group-{group.group_id}")
 
-    # ==== for the handlers ===========================================================================
-
-    def elect_led_partitions(self, partitions: Iterable[int]) -> None:
-        """Start loading every given `__consumer_offsets` partition not yet owned or loading."""
-        for p in partitions:
-            if p not in self.owned_partitions and p not in self.loading_partitions:
-                self.on_election(p)
-
 
 async def _await_callback(start: Callable[[Callable[[Any], None]], None]) -> Any:
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

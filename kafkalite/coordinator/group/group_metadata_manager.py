@@ -26,6 +26,7 @@ from kafkalite.coordinator.group.records import (GroupKey, OffsetKey, RecordDeco
                                                  UnknownRecordTypeError)
 from kafkalite.coordinator.group.types import (GROUP_METADATA_TOPIC_NAME, GroupSnapshot,
                                                LoadedPartition, OffsetAndMetadata)
+from kafkalite.coordinator.internal_topics import internal_topic_replication_factor
 from kafkalite.log.errors import LogError
 from kafkalite.log.log import ORIGIN_COORDINATOR
 from kafkalite.log.record_batch import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, build_batch,
@@ -242,10 +243,13 @@ class GroupMetadataManager:
         """Create `__consumer_offsets` if it does not exist; return whether it existed before.
 
         FindCoordinator answers COORDINATOR_NOT_AVAILABLE when this returns False, as Kafka does
-        the first time it creates the topic (the client retries)."""
+        the first time it creates the topic (the client retries). The replication factor is
+        offsets.topic.replication.factor as configured: with fewer live brokers the creation
+        fails (INVALID_REPLICATION_FACTOR, logged) and is tried again at the next request, as in
+        Kafka; only the embedded single broker reduces it to the live brokers."""
         if self.controller.topic_record(GROUP_METADATA_TOPIC_NAME) is not None:
             return True
-        rf = min(self.replication_factor, len(self.controller.live_brokers))
+        rf = internal_topic_replication_factor(self.replication_factor, self.controller)
         result = self.controller.create_topics([NewTopic(
             GROUP_METADATA_TOPIC_NAME, num_partitions=self.num_partitions, replication_factor=rf,
             configs={"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes)})],

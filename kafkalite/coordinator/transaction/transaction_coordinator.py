@@ -169,12 +169,6 @@ class TransactionCoordinator:
     def ensure_topic(self) -> bool:
         return self.txn_manager.ensure_topic()
 
-    def elect_led_partitions(self) -> None:
-        """Load every `__transaction_state` partition this broker leads and has not loaded."""
-        for partition, epoch in self.txn_manager.led_partitions():
-            if not self.txn_manager.is_owned(partition) and partition not in self.txn_manager.loading_partitions:
-                self.on_election(partition, epoch)
-
     def on_election(self, partition: int, coordinator_epoch: int) -> None:
         """Leader of `__transaction_state`-`partition` at `coordinator_epoch`: load it; requests
         for its ids get COORDINATOR_LOAD_IN_PROGRESS meanwhile."""

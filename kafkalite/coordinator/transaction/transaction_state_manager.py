@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Optional
 
 from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.coordinator.group.records import java_abs, java_string_hash
+from kafkalite.coordinator.internal_topics import internal_topic_replication_factor
 from kafkalite.coordinator.transaction import transaction_log
 from kafkalite.coordinator.transaction.transaction_metadata import (
     EXPIRATION_ALLOWED, TransactionMetadata, TransactionState, TxnTransitMetadata)
@@ -145,15 +146,19 @@ class TransactionStateManager:
 
     def ensure_topic(self) -> bool:
         """Create `__transaction_state` if missing; whether it existed before (FindCoordinator
-        answers COORDINATOR_NOT_AVAILABLE the first time, as Kafka does)."""
+        answers COORDINATOR_NOT_AVAILABLE the first time, as Kafka does). As Kafka, with
+        transaction.state.log.replication.factor and transaction.state.log.min.isr as configured
+        (fewer live brokers than the factor: the creation fails and is tried again at the next
+        request); the embedded single broker reduces both to what it can hold."""
         if self.controller.topic_record(TRANSACTION_STATE_TOPIC_NAME) is not None:
             return True
-        rf = min(self.config.replication_factor, len(self.controller.live_brokers))
+        rf = internal_topic_replication_factor(self.config.replication_factor, self.controller)
+        min_isr = min(self.config.min_isr, rf) if self.controller.alone else self.config.min_isr
         result = self.controller.create_topics([NewTopic(
             TRANSACTION_STATE_TOPIC_NAME, num_partitions=self.num_partitions, replication_factor=rf,
             configs={"cleanup.policy": "compact", "compression.type": "uncompressed",
                      "unclean.leader.election.enable": "false",
-                     "min.insync.replicas": str(min(self.config.min_isr, rf)),
+                     "min.insync.replicas": str(min_isr),
                      "segment.bytes": str(self.config.segment_bytes)})],
             validate_only=False)[0]
         if result.error == ErrorCode.NONE:
@@ -162,14 +167,6 @@ class TransactionStateManager:
             log.error("Could not create %s: %s %s", TRANSACTION_STATE_TOPIC_NAME, result.error.name,
                       result.message)
         return False
-
-    def led_partitions(self) -> list[tuple[int, int]]:
-        """(partition, leader epoch) of the `__transaction_state` partitions this broker leads."""
-        out = []
-        for tp, p in list(self.replica_manager.partitions.items()):
-            if tp.topic == TRANSACTION_STATE_TOPIC_NAME and p.is_leader:
-                out.append((tp.partition, p.leader_epoch))
-        return sorted(out)
 
     # -- the cache -------------------------------------------------------------------------------
     def is_owned(self, partition: int) -> bool:

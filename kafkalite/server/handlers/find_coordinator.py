@@ -4,6 +4,10 @@ key (v0-3) or a batch of keys (v4+).
 
 As Kafka (ZooKeeper mode) does, the first request finding no `__consumer_offsets` /
 `__transaction_state` topic creates it and answers COORDINATOR_NOT_AVAILABLE; the client retries.
+The answer is the partition's leader as the metadata cache has it; the coordinators load and
+unload their partitions only as the replica manager reports leadership changes (Kafka's
+onLeadershipChange), never from here, so a coordinator that moved with its partition has
+loaded it from its own replica of the log.
 The share key type (v6) is COORDINATOR_NOT_AVAILABLE, as in Kafka 3.9, which has no share
 coordinator either; below v6 it and any other key type are INVALID_REQUEST.
 """
@@ -41,14 +45,6 @@ _MESSAGES = {
 }
 
 
-def led_offsets_partitions(services: BrokerServices) -> list[int]:
-    """The `__consumer_offsets` partitions this broker leads, per the metadata cache."""
-    topic = services.metadata_cache.topic(GROUP_METADATA_TOPIC_NAME)
-    if topic is None:
-        return []
-    return sorted(p for p, info in topic.partitions.items() if info.leader == services.broker_id)
-
-
 def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
     coordinator = services.group_coordinator
@@ -73,12 +69,8 @@ def make(services: BrokerServices) -> ApiSpec:
             return ErrorCode.INVALID_REQUEST, NO_NODE
         if cache.topic(TRANSACTION_STATE_TOPIC_NAME) is None:
             txn.ensure_topic()
-            txn.elect_led_partitions()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        error, node = leader_of(ctx, TRANSACTION_STATE_TOPIC_NAME, txn.partition_for(key))
-        if error == ErrorCode.NONE and node[0] == services.broker_id:
-            txn.elect_led_partitions()
-        return error, node
+        return leader_of(ctx, TRANSACTION_STATE_TOPIC_NAME, txn.partition_for(key))
 
     def find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
         if key_type == KEY_TYPE_TRANSACTION:
@@ -90,14 +82,8 @@ def make(services: BrokerServices) -> ApiSpec:
             return ErrorCode.INVALID_REQUEST, NO_NODE
         if cache.topic(GROUP_METADATA_TOPIC_NAME) is None:
             manager.ensure_offsets_topic()
-            coordinator.elect_led_partitions(led_offsets_partitions(services))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-        partition = coordinator.partition_for(key)
-        error, node = leader_of(ctx, GROUP_METADATA_TOPIC_NAME, partition)
-        if error == ErrorCode.NONE and node[0] == services.broker_id:
-            # a partition led since start-up or creation is being (or was) loaded; make sure
-            coordinator.elect_led_partitions([partition])
-        return error, node
+        return leader_of(ctx, GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(key))
 
     async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
         v = ctx.api_version
