@@ -57,9 +57,15 @@ async def _run_broker(config, started: float) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     from kafkalite.server.cluster_member import ClusterStartupError
+    from kafkalite.replica.replica_selector import STARTUP_FAILURE, ClassNotFoundException
     try:
         bound = await server.startup()
     except (OSError, ClusterStartupError) as e:
+        print(f"kafkalite: cannot start: {e}", file=sys.stderr)
+        await server.shutdown()
+        return 1
+    except ClassNotFoundException as e:  # replica.selector.class names no class kafkalite has
+        log.error("%s\n%s", STARTUP_FAILURE, e)
         print(f"kafkalite: cannot start: {e}", file=sys.stderr)
         await server.shutdown()
         return 1

@@ -335,6 +335,8 @@ class KafkaConfig(BaseModel):
     replica_fetch_backoff_ms: Int = Field(1000, alias="replica.fetch.backoff.ms", ge=0)
     replica_fetch_response_max_bytes: Int = Field(10 * 1024 * 1024, alias="replica.fetch.response.max.bytes", ge=0)
     num_replica_fetchers: Int = Field(1, alias="num.replica.fetchers")
+    # KIP-392; checked when the replica manager is built (replica_selector.create_replica_selector)
+    replica_selector_class: OptStr = Field(None, alias="replica.selector.class")
     replica_high_watermark_checkpoint_interval_ms: Long = Field(
         5000, alias="replica.high.watermark.checkpoint.interval.ms"
     )
