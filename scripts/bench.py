@@ -502,7 +502,7 @@ class ProduceResult:
 
 
 def measure_produce(bootstrap: str, topic: str, messages: int, value: bytes,
-                    timeout: float) -> ProduceResult:
+                    timeout: float, acks: str = "1") -> ProduceResult:
     errors: list[str] = []
 
     def on_error_report(err: Optional[ck.KafkaError], _msg: Any) -> None:
@@ -512,7 +512,7 @@ def measure_produce(bootstrap: str, topic: str, messages: int, value: bytes,
     producer = ck.Producer({
         "bootstrap.servers": bootstrap,
         "linger.ms": 5,
-        "acks": 1,
+        "acks": acks,
         # Only failed deliveries call back into Python: per-message callbacks would measure the
         # GIL, not the broker. Success is verified from the high watermarks afterwards.
         "delivery.report.only.error": True,
@@ -632,8 +632,8 @@ def percentile(samples: list[float], pct: float) -> float:
 
 
 def measure_latency(bootstrap: str, topic: str, sends: int, value_size: int, timeout: float,
-                    warmup: int = 50) -> LatencyResult:
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+                    warmup: int = 50, acks: str = "1") -> LatencyResult:
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
     value = os.urandom(value_size)
     deadline = time.monotonic() + timeout
     samples: list[float] = []
