@@ -36,6 +36,9 @@ class BrokerServices:
     kafka_controller: Any = None
     broker_epoch: Any = None
     config_manager: Any = None
+    # transaction verification with another broker's coordinator (server.add_partitions_to_txn_manager);
+    # None: only the local coordinator is asked
+    add_partitions_to_txn_manager: Any = None
 
     def topic_log_config(self, topic: str) -> Any:
         """The LogConfig of `topic` (its overrides over the broker defaults) for LeaderAndIsr."""

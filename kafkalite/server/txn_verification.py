@@ -6,11 +6,13 @@ batch is refused. A write that no coordinator knows about (a zombie's late batch
 the transaction ended) would otherwise open a transaction that no marker ever ends, holding the
 partition's last stable offset back forever.
 
-As Kafka's ReplicaManager.handleProduceAppend and AddPartitionsToTxnManager, for one broker:
-the coordinator is local, so verification is a synchronous lookup; callers run it right before
-the append with no await in between, so no EndTxn can slip in (what Kafka's VerificationGuard
-protects against across threads). Only partitions whose producer state shows no open
-transaction of the producer at that epoch are verified (UnifiedLog.hasOngoingTransaction).
+As Kafka's ReplicaManager.handleProduceAppend and AddPartitionsToTxnManager: when the
+transactional id's coordinator is this broker, verification is a synchronous lookup that
+callers run right before the append with no await in between, so no EndTxn can slip in; when it
+is another broker, AddPartitionsToTxn goes over the network and a guard taken from the producer
+state before asking refuses the append if a marker came in meanwhile (what Kafka's
+VerificationGuard does; see TransactionVerifier). Only partitions whose producer state shows no
+open transaction of the producer at that epoch are verified (UnifiedLog.hasOngoingTransaction).
 
 The client's request version chooses Kafka's TransactionSupportedOperation:
 * DEFAULT_ERROR (Produce <= 10, TxnOffsetCommit <= 3): TRANSACTION_ABORTABLE is answered as
@@ -112,15 +114,37 @@ def transactional_producer(records: Optional[bytes]) -> Optional[tuple[int, int]
     return header.producer_id, header.producer_epoch
 
 
+# What the verification saw of one partition before it asked a remote coordinator: the
+# partition object and the producer's state entry there (see VerificationGuards).
+_GuardSnapshot = tuple[Any, Any]
+
+
 class TransactionVerifier:
-    """The broker's side of verification: which partitions need it, and the coordinator's answer."""
+    """The broker's side of verification: which partitions need it, and the coordinator's answer.
+
+    The coordinator of a transactional id is the leader of its `__transaction_state` partition:
+    this broker's own coordinator is asked directly (synchronously for a check), another broker's
+    through the AddPartitionsToTxnManager (AddPartitionsToTxn v5, verify_only or not).
+
+    The remote case awaits the network between the coordinator's answer and the append: an
+    EndTxn may complete meanwhile and its marker land on the partition, after which the append
+    would open a transaction no marker ends. Kafka's VerificationGuard (a token in the producer
+    state, cleared by the next append of the producer) refuses such an append; kafkalite's logs
+    have no guard, so the verifier takes the same evidence from the producer state: the producer's
+    entry object before asking. Every append of the producer's that is not a plain in-sequence
+    continuation (a marker, a transaction start, a new epoch) replaces the entry, as does a reload
+    of the state. Right before the append (no await in between) a partition without an ongoing
+    transaction of the producer whose entry is no longer the one seen before is refused with
+    INVALID_TXN_STATE ("Record was not part of an ongoing transaction", Kafka's answer)."""
 
     def __init__(self, config: Any, replica_manager: Any, transaction_coordinator: Any,
-                 metadata_cache: Any) -> None:
+                 metadata_cache: Any, add_partitions_manager: Any = None, broker_id: Optional[int] = None) -> None:
         self.config = config
         self.replica_manager = replica_manager
         self.coordinator = transaction_coordinator
         self.cache = metadata_cache
+        self.add_partitions_manager = add_partitions_manager
+        self.broker_id = broker_id if broker_id is not None else getattr(transaction_coordinator, "broker_id", -1)
 
     def applies(self, transactional_id: Optional[str], op: TransactionSupportedOperation) -> bool:
         # Read per request: the switch turns verification off without a restart in Kafka.
@@ -135,9 +159,20 @@ class TransactionVerifier:
         return [tp for tp in partitions
                 if rm.get_partition(tp) is not None and not rm.has_ongoing_transaction(tp, producer_id, producer_epoch)]
 
+    def remote_coordinator(self, transactional_id: str) -> Optional[int]:
+        """The broker to ask when the id's coordinator is another broker reachable through the
+        AddPartitionsToTxnManager; None: ask (or fail with) the local coordinator."""
+        m = self.add_partitions_manager
+        if m is None:
+            return None
+        coordinator_id = m.coordinator_of(transactional_id)
+        return coordinator_id if coordinator_id is not None and coordinator_id != self.broker_id else None
+
     def _coordinator_unavailable(self, transactional_id: str) -> bool:
         """No leader for the id's `__transaction_state` partition (AddPartitionsToTxnManager's
         COORDINATOR_NOT_AVAILABLE), or no coordinator running."""
+        if self.add_partitions_manager is not None and self.add_partitions_manager.coordinator_of(transactional_id) is None:
+            return True
         c = self.coordinator
         if c is None or not c.is_active:
             return True
@@ -145,10 +180,60 @@ class TransactionVerifier:
         info = topic.partitions.get(c.partition_for(transactional_id)) if topic is not None else None
         return info is None or info.leader < 0
 
+    async def verify_before_append(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                   partitions: Iterable[TopicPartition], op: TransactionSupportedOperation
+                                   ) -> dict[TopicPartition, ErrorCode]:
+        """The partitions (of those needing it) that failed verification, with their translated
+        error; with ADD_PARTITION the others are added to the transaction first. The caller must
+        append right after this returns, with no await in between."""
+        todo = self.partitions_to_verify(producer_id, producer_epoch, partitions)
+        if not todo:
+            return {}
+        remote = self.remote_coordinator(transactional_id)
+        if remote is None:
+            failed: dict[TopicPartition, ErrorCode] = {}
+            if op.supports_epoch_bump:
+                # Transaction version 2 clients do not add partitions: the broker does.
+                failed = await self.add(transactional_id, producer_id, producer_epoch, todo, op)
+                todo = [tp for tp in self.partitions_to_verify(producer_id, producer_epoch, todo) if tp not in failed]
+            failed.update(self.verify(transactional_id, producer_id, producer_epoch, todo, op))
+            return failed
+        guards = self.snapshot(producer_id, todo)
+        answers = await self.add_partitions_manager.verify_transaction(
+            remote, transactional_id, producer_id, producer_epoch, todo, verify_only=not op.supports_epoch_bump)
+        failed = {tp: map_coordinator_error(e, op) for tp, e in answers.items() if e != ErrorCode.NONE}
+        failed.update(self.stale_verifications(producer_id, producer_epoch,
+                                               {tp: g for tp, g in guards.items() if tp not in failed}))
+        return failed
+
+    def snapshot(self, producer_id: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, _GuardSnapshot]:
+        out: dict[TopicPartition, _GuardSnapshot] = {}
+        for tp in partitions:
+            p = self.replica_manager.get_partition(tp)
+            if p is not None:
+                out[tp] = (p, p.log.producer_state.last_entry(producer_id))
+        return out
+
+    def stale_verifications(self, producer_id: int, producer_epoch: int,
+                            guards: dict[TopicPartition, _GuardSnapshot]) -> dict[TopicPartition, ErrorCode]:
+        """Partitions whose verification no longer holds (see the class doc)."""
+        rm = self.replica_manager
+        stale: dict[TopicPartition, ErrorCode] = {}
+        for tp, (partition, entry) in guards.items():
+            p = rm.get_partition(tp)
+            if p is None or p is not partition:
+                continue    # the append answers the partition's new state (gone, not leader)
+            if rm.has_ongoing_transaction(tp, producer_id, producer_epoch):
+                continue
+            if p.log.producer_state.last_entry(producer_id) is not entry:
+                stale[tp] = ErrorCode.INVALID_TXN_STATE
+        return stale
+
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partitions: list[TopicPartition], op: TransactionSupportedOperation
                ) -> dict[TopicPartition, ErrorCode]:
-        """Synchronous; the partitions that failed verification with their (translated) error."""
+        """The local coordinator, synchronously; the partitions that failed verification with
+        their (translated) error."""
         if not partitions:
             return {}
         if self._coordinator_unavailable(transactional_id):
@@ -160,9 +245,9 @@ class TransactionVerifier:
     async def add(self, transactional_id: str, producer_id: int, producer_epoch: int,
                   partitions: list[TopicPartition], op: TransactionSupportedOperation
                   ) -> dict[TopicPartition, ErrorCode]:
-        """ADD_PARTITION: put the partitions into the transaction (an append to
-        `__transaction_state`); the failed ones with their error. The caller verifies again
-        right before its append, since this awaits."""
+        """ADD_PARTITION with the local coordinator: put the partitions into the transaction (an
+        append to `__transaction_state`); the failed ones with their error. The caller verifies
+        again right before its append, since this awaits."""
         if not partitions:
             return {}
         if self._coordinator_unavailable(transactional_id):

@@ -1,12 +1,12 @@
-"""The transaction coordinator (Kafka's TransactionCoordinator and, for one broker, its
-TransactionMarkerChannelManager).
+"""The transaction coordinator (Kafka's TransactionCoordinator).
 
 Requests for a transactional id go to the leader of its `__transaction_state` partition. Every
 state change is prepared on the metadata (a pending state: concurrent requests get
 CONCURRENT_TRANSACTIONS), appended to `__transaction_state` (acks=-1) and completed once durable.
 EndTxn answers the client as soon as PrepareCommit/PrepareAbort is durable; the markers are then
-written to every partition of the transaction by a task of the coordinator, retried until they
-are all in, and CompleteCommit/CompleteAbort is appended last. After a restart, loading a
+written to every partition of the transaction by a task of the coordinator, through the marker
+channel (the partitions' leaders: this broker's own log, or WriteTxnMarkers to another broker),
+retried until they are all in, and CompleteCommit/CompleteAbort is appended last. After a restart, loading a
 partition resumes the markers of transactions found in a Prepare state.
 
 Transaction timeouts are TimerTasks on the coordinator's own SystemTimer (the purgatory's timing
@@ -28,6 +28,7 @@ from kafkalite.coordinator.transaction.transaction_metadata import (
     TransactionState, TxnTransitMetadata, end_txn_decision, is_epoch_exhausted)
 from kafkalite.coordinator.transaction.transaction_state_manager import (
     TRANSACTION_STATE_TOPIC_NAME, ListedTransaction, TransactionStateManager)
+from kafkalite.coordinator.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from kafkalite.coordinator.transaction.txn_marker_writer import write_txn_markers
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.purgatory import SystemTimer, TimerTask
@@ -108,7 +109,7 @@ class _RecurringTask(TimerTask):
 class TransactionCoordinator:
     def __init__(self, broker_id: int, state_manager: TransactionStateManager, producer_id_manager: Any,
                  replica_manager: Any, metadata_cache: Any, group_coordinator: Optional[Any] = None,
-                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms, inter_broker_listener: str = "PLAINTEXT") -> None:
         self.broker_id = broker_id
         self.txn_manager = state_manager
         self.producer_id_manager = producer_id_manager
@@ -123,6 +124,9 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         # transactional id -> the marker task in flight for it
         self._marker_tasks: dict[str, asyncio.Task[Any]] = {}
+        self.marker_channel = TransactionMarkerChannelManager(
+            broker_id, metadata_cache, inter_broker_listener, state_manager.config.request_timeout_ms,
+            self._write_local_markers)
         state_manager.on_transition = self._on_transition
 
     # ==== lifecycle ==================================================================================
@@ -133,6 +137,7 @@ class TransactionCoordinator:
             interval = self.txn_manager.config.remove_expired_transactional_ids_interval_ms
             self._expiration_task = _RecurringTask(interval, self._on_expiration_tick)
             self.timer.add(self._expiration_task)
+        self.marker_channel.start()
         self.is_active = True
 
     async def shutdown(self) -> None:
@@ -148,6 +153,7 @@ class TransactionCoordinator:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         self._marker_tasks.clear()
+        await self.marker_channel.shutdown()
         self.txn_manager.clear()
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
@@ -485,6 +491,12 @@ class TransactionCoordinator:
         return error == ErrorCode.NONE and entry is not None and entry.metadata is m \
             and entry.coordinator_epoch == coordinator_epoch
 
+    async def _write_local_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                   commit: bool, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """The marker channel's writer for the partitions this broker leads."""
+        return await write_txn_markers(self.replica_manager, self.group_coordinator, producer_id, producer_epoch,
+                                       coordinator_epoch, commit, partitions)
+
     async def _send_markers(self, transactional_id: str, coordinator_epoch: int, m: TransactionMetadata,
                             complete: TxnTransitMetadata) -> None:
         commit = complete.state is S.COMPLETE_COMMIT
@@ -494,23 +506,21 @@ class TransactionCoordinator:
                          coordinator_epoch)
                 return
             pending = sorted(m.topic_partitions, key=lambda tp: (tp.topic, tp.partition))
-            # A partition without a leader is most likely deleted: Kafka skips it.
-            sendable = []
-            for tp in pending:
-                topic = self.metadata_cache.topic(tp.topic)
-                info = topic.partitions.get(tp.partition) if topic is not None else None
-                if info is None or info.leader < 0:
-                    log.info("No leader for %s while writing the markers of %s; skipping it", tp, transactional_id)
-                    m.remove_partition(tp)
-                else:
-                    sendable.append(tp)
             abort_sending = False
-            if sendable:
-                results = await write_txn_markers(self.replica_manager, self.group_coordinator, m.producer_id,
-                                                  m.producer_epoch, coordinator_epoch, commit, sendable)
+            if pending:
+                outcome = await self.marker_channel.send_markers(m.producer_id, m.producer_epoch, coordinator_epoch,
+                                                                 commit, pending)
                 if not self._still_current(transactional_id, coordinator_epoch, m):
                     return
-                for tp, error in results.items():
+                for tp in outcome.deleted:
+                    # Kafka: a partition the metadata does not know is likely deleted; skip it
+                    log.info("Couldn't find leader endpoint for %s while sending the markers of %s; it is likely "
+                             "deleted and is skipped", tp, transactional_id)
+                    m.remove_partition(tp)
+                if outcome.unreachable:
+                    log.debug("No reachable leader for %s (markers of %s); retrying", outcome.unreachable,
+                              transactional_id)
+                for tp, error in outcome.errors.items():
                     if error == ErrorCode.NONE or error in _MARKER_SKIP_PARTITION:
                         m.remove_partition(tp)
                     elif error in _MARKER_ABORT_SENDING:
@@ -533,7 +543,8 @@ class TransactionCoordinator:
                 if error != ErrorCode.NONE:
                     log.info("Completing the transaction of %s failed: %s", transactional_id, error.name)
                 return
-            await asyncio.sleep(MARKER_RETRY_BACKOFF_S)
+            # the rest go to the leaders the metadata names by then (Kafka re-enqueues them)
+            await self.marker_channel.wait_for_retry(MARKER_RETRY_BACKOFF_S)
 
     # ==== DescribeTransactions / ListTransactions ===================================================
 

@@ -1,13 +1,14 @@
 """Writing COMMIT/ABORT markers to the partitions of a transaction (the local side of Kafka's
 WriteTxnMarkers: KafkaApis.handleWriteTxnMarkersRequest).
 
-In one broker every partition's leader is this broker, so the coordinator calls this directly
+The coordinator's marker channel calls this directly for the partitions this broker leads
 instead of sending itself WriteTxnMarkers; the WriteTxnMarkers handler calls it for markers that
-arrive over the wire. Markers for `__consumer_offsets` partitions also complete the producer's
-transactional offset commits in the group coordinator.
+arrive over the wire from another broker's coordinator. Markers for `__consumer_offsets`
+partitions also complete the producer's transactional offset commits in the group coordinator.
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Optional
 
@@ -16,6 +17,8 @@ from kafkalite.log.producer_state import ORIGIN_COORDINATOR
 from kafkalite.log.record_batch import build_end_txn_marker
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
+
+log = logging.getLogger(__name__)
 
 MARKER_REQUIRED_ACKS = -1
 DEFAULT_MARKER_TIMEOUT_MS = 30_000      # request.timeout.ms, what Kafka waits for the ISR
@@ -46,5 +49,12 @@ async def write_txn_markers(replica_manager: Any, group_coordinator: Optional[An
     offsets_partitions = [tp.partition for tp, e in results.items()
                           if e == ErrorCode.NONE and tp.topic == GROUP_METADATA_TOPIC_NAME]
     if offsets_partitions and group_coordinator is not None:
-        group_coordinator.handle_txn_completion(producer_id, offsets_partitions, commit)
+        try:
+            group_coordinator.handle_txn_completion(producer_id, offsets_partitions, commit)
+        except Exception:
+            # Kafka answers UNKNOWN_SERVER_ERROR for those partitions (the coordinator retries them)
+            log.exception("Received an exception while trying to update the offsets cache on transaction "
+                          "marker append")
+            for p in offsets_partitions:
+                results[TopicPartition(GROUP_METADATA_TOPIC_NAME, p)] = ErrorCode.UNKNOWN_SERVER_ERROR
     return {tp: results[tp] for tp in dict.fromkeys(partitions)}

@@ -111,13 +111,14 @@ def first_batch_is_transactional(records: Optional[bytes]) -> bool:
 def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
     replica_manager = services.replica_manager
-    verifier = TransactionVerifier(services.live_config, replica_manager, services.transaction_coordinator, cache)
+    verifier = TransactionVerifier(services.live_config, replica_manager, services.transaction_coordinator, cache,
+                                   getattr(services, "add_partitions_to_txn_manager", None), services.broker_id)
 
     async def verify_transaction(v: int, transactional_id: Optional[str], entries: dict[TopicPartition, bytes],
                                  fail: Callable[[TopicPartition, ProducePartitionResult], None]) -> None:
         """KIP-890: refuse (and drop from `entries`) the transactional batches whose partition is
-        not in the producer's ongoing transaction. Called right before append_records: the last
-        verification and the append happen with no await in between."""
+        not in the producer's ongoing transaction. Called right before append_records: the
+        verification's last step and the append happen with no await in between."""
         op = produce_operation(v)
         producers = {tp: pe for tp, records in entries.items()
                      if (pe := transactional_producer(records)) is not None}
@@ -125,20 +126,11 @@ def make(services: BrokerServices) -> ApiSpec:
             return
         assert transactional_id is not None
         [(pid, epoch)] = set(producers.values())
-
-        def refuse(failed: dict[TopicPartition, ErrorCode]) -> None:
-            for tp, e in failed.items():
-                code, message = produce_error(e, op)
-                fail(tp, ProducePartitionResult(code, error_message=message))
-                del entries[tp]
-                del producers[tp]
-
-        if op.supports_epoch_bump:
-            # Transaction version 2 clients do not add partitions: the broker does.
-            refuse(await verifier.add(transactional_id, pid, epoch,
-                                      verifier.partitions_to_verify(pid, epoch, producers), op))
-        refuse(verifier.verify(transactional_id, pid, epoch,
-                               verifier.partitions_to_verify(pid, epoch, producers), op))
+        failed = await verifier.verify_before_append(transactional_id, pid, epoch, producers, op)
+        for tp, e in failed.items():
+            code, message = produce_error(e, op)
+            fail(tp, ProducePartitionResult(code, error_message=message))
+            del entries[tp]
 
     async def handle(ctx: RequestContext, req: ProduceRequest) -> Optional[ProduceResponse]:
         v = ctx.api_version

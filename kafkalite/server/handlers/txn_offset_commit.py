@@ -48,11 +48,12 @@ def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
     # (unit tests build this handler with a group coordinator and a metadata cache only)
     verifier = TransactionVerifier(services.live_config, services.replica_manager, services.transaction_coordinator,
-                                   cache) if hasattr(services, "transaction_coordinator") else None
+                                   cache, getattr(services, "add_partitions_to_txn_manager", None), services.broker_id) \
+        if hasattr(services, "transaction_coordinator") else None
 
-    def verification_error(v: int, req: TxnOffsetCommitRequest) -> ErrorCode:
-        """The verification of the group's `__consumer_offsets` partition; synchronous, so nothing
-        runs between it and the coordinator's append."""
+    async def verification_error(v: int, req: TxnOffsetCommitRequest) -> ErrorCode:
+        """The verification of the group's `__consumer_offsets` partition; its last step is
+        synchronous, so nothing runs between it and the coordinator's append."""
         op = txn_offset_commit_operation(v)
         group_id = req.group_id
         if verifier is None or not verifier.applies(req.transactional_id, op):
@@ -62,8 +63,8 @@ def make(services: BrokerServices) -> ApiSpec:
                 or not coordinator.is_group_local(group_id):
             return ErrorCode.NONE
         tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(group_id))
-        failed = verifier.verify(req.transactional_id, req.producer_id, req.producer_epoch,
-                                 verifier.partitions_to_verify(req.producer_id, req.producer_epoch, [tp]), op)
+        failed = await verifier.verify_before_append(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                     [tp], op)
         return txn_offset_commit_error(failed.get(tp, ErrorCode.NONE))
 
     def partition_exists(topic: str, partition: int) -> bool:
@@ -93,7 +94,7 @@ def make(services: BrokerServices) -> ApiSpec:
                     leader_epoch=p.committed_leader_epoch if v >= MIN_LEADER_EPOCH_VERSION else -1,
                     metadata=p.committed_metadata if p.committed_metadata is not None else "",
                     commit_timestamp=now)
-        verify_error = verification_error(v, req) if to_commit else ErrorCode.NONE
+        verify_error = await verification_error(v, req) if to_commit else ErrorCode.NONE
         if verify_error != ErrorCode.NONE:
             errors.update({tp: verify_error for tp in to_commit})
         elif to_commit:

@@ -1,14 +1,23 @@
-"""WriteTxnMarkers (key 27), v0-1: a coordinator asks this broker to write COMMIT/ABORT markers
-to partitions it leads. Each partition gets its own error (UNKNOWN_TOPIC_OR_PARTITION for one
-this broker does not host; the log's epoch checks give INVALID_PRODUCER_EPOCH /
-TRANSACTION_COORDINATOR_FENCED). Markers written to `__consumer_offsets` complete the producer's
-transactional offset commits."""
+"""WriteTxnMarkers (key 27), v0-1: another broker's transaction
+coordinator (or this broker's, never over the wire: it writes its own partitions directly) asks
+this broker to write COMMIT/ABORT markers to partitions it leads.
+
+As Kafka's KafkaApis.handleWriteTxnMarkersRequest (cluster authorization aside): each marker is
+one append (origin coordinator, acks=-1, request.timeout.ms), the markers of a request are
+appended concurrently and answered together; each partition gets its own error
+(UNKNOWN_TOPIC_OR_PARTITION for one this broker does not host, NOT_LEADER_OR_FOLLOWER from a
+follower, the log's epoch checks give INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED).
+The answer is keyed by producer id (errorsByProducerId: two markers of one producer are merged).
+Markers written to `__consumer_offsets` complete the producer's transactional offset commits."""
 from __future__ import annotations
+
+import asyncio
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 from kafkalite.coordinator.transaction.txn_marker_writer import write_txn_markers
 from kafkalite.network.socket_server import CloseConnection
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -29,18 +38,23 @@ def make(services: BrokerServices) -> ApiSpec:
         if any(t.name is None for marker in req.markers or () for t in marker.topics or ()):
             # Kafka's parser refuses a null in this non-nullable string: the connection is closed.
             raise CloseConnection("WriteTxnMarkers: null topic name")
-        markers = []
-        for marker in req.markers or ():
-            partitions = [TopicPartition(t.name, p) for t in marker.topics or () for p in t.partition_indexes or ()]
-            errors = await write_txn_markers(services.replica_manager, services.group_coordinator,
-                                             marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-                                             bool(marker.transaction_result), partitions, timeout_ms=timeout_ms)
-            topics = []
-            for t in marker.topics or ():
-                topics.append(TopicResult(name=t.name, partitions=[
-                    PartResult(partition_index=p, error_code=errors[TopicPartition(t.name, p)])
-                    for p in dict.fromkeys(t.partition_indexes or ())]))
-            markers.append(MarkerResult(producer_id=marker.producer_id, topics=topics))
-        return Resp(markers=markers)
+        markers = list(req.markers or ())
+        answers = await asyncio.gather(*(
+            write_txn_markers(services.replica_manager, services.group_coordinator, marker.producer_id,
+                              marker.producer_epoch, marker.coordinator_epoch, bool(marker.transaction_result),
+                              [TopicPartition(t.name, p) for t in marker.topics or () for p in t.partition_indexes or ()],
+                              timeout_ms=timeout_ms)
+            for marker in markers))
+        by_producer: dict[int, dict[TopicPartition, ErrorCode]] = {}
+        for marker, errors in zip(markers, answers):
+            by_producer.setdefault(marker.producer_id, {}).update(errors)
+        results = []
+        for producer_id, errors in by_producer.items():
+            by_topic: dict[str, list] = {}
+            for tp, error in errors.items():
+                by_topic.setdefault(tp.topic, []).append(PartResult(partition_index=tp.partition, error_code=error))
+            results.append(MarkerResult(producer_id=producer_id, topics=[
+                TopicResult(name=name, partitions=parts) for name, parts in by_topic.items()]))
+        return Resp(markers=results)
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
