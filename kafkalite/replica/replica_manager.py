@@ -9,7 +9,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional
 
 from kafkalite.cluster.metadata_cache import BrokerInfo, MetadataCache, UpdateMetadataPartitionState
 from kafkalite.config.log_config import LogConfig
@@ -21,13 +21,20 @@ from kafkalite.log.record_batch import split_batches
 from kafkalite.log.log_manager import LogManager, log_delete_dir_name
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.purgatory import DelayedOperationPurgatory
+from kafkalite.replica.delayed_delete_records import DeleteRecordsPartitionStatus, DelayedDeleteRecords
 from kafkalite.replica.delayed_fetch import DelayedFetch
 from kafkalite.replica.delayed_produce import DelayedProduce
 from kafkalite.replica.control_states import (EPOCH_DURING_DELETE, NO_EPOCH, LeaderAndIsrPartitionState,
                                               StopReplicaPartitionState)
-from kafkalite.replica.partition import Partition, TopicPartition
+from kafkalite.replica.partition import Partition, ReplicationContext, TopicPartition
+from kafkalite.replica.replica_selector import ClientMetadata, ReplicaSelector, preferred_read_replica_of
 from kafkalite.replica.results import (FetchPartitionRequest, FetchPartitionResult,
                                        ListOffsetsPartitionResult, ProducePartitionResult)
+
+if TYPE_CHECKING:
+    from kafkalite.replica.alter_partition_manager import AlterPartitionManager
+    from kafkalite.replica.fetcher.fetch_state import InitialFetchState
+    from kafkalite.replica.fetcher.replica_fetcher_manager import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +105,10 @@ def _log_start_offset(partition: Optional["Partition"]) -> int:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager,
-                 metadata_cache: Optional[MetadataCache] = None) -> None:
+                 metadata_cache: Optional[MetadataCache] = None, *,
+                 replica_lag_time_max_ms: int = 30_000,
+                 alter_partition_manager: Optional["AlterPartitionManager"] = None,
+                 replica_selector: Optional[ReplicaSelector] = None) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         # the cluster view: tells "not hosted here but the topic exists" (NOT_LEADER_OR_FOLLOWER)
@@ -111,11 +121,24 @@ class ReplicaManager:
         # Each purgatory owns its timing wheel, as in Kafka.
         self.produce_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Fetch")
+        self.delete_records_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("DeleteRecords")
         # Listeners told when a partition's high watermark moves (e.g. fetch sessions, coordinators).
         self._hw_listeners: list[Callable[[TopicPartition], None]] = []
         self._leadership_listeners: list[tuple[BecameLeaderListener, BecameFollowerOrStoppedListener]] = []
         # each log dir's high-watermark checkpoint as read once, for partitions created later
         self._hw_checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
+        # what a leader partition needs to keep its ISR (Kafka passes these to each Partition)
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.alter_partition_manager = alter_partition_manager
+        # KIP-392 (replica.selector.class): which replica a consumer should read; None: the leader
+        self.replica_selector = replica_selector
+        # the follower side: set by the broker once built (it needs this manager)
+        self.fetcher_manager: Optional["ReplicaFetcherManager"] = None
+        self._replication_context = ReplicationContext(
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            alter_partition_manager=alter_partition_manager,
+            is_broker_alive=self._broker_alive,
+            complete_delayed_requests=self._complete_delayed_and_notify)
 
     # -- leadership (the embedded single-node controller's direct calls) ----------------------
     def become_leader(self, tp: TopicPartition, topic_id: uuid.UUID, leader_epoch: int,
@@ -141,7 +164,8 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             log_ = self.log_manager.get_or_create_log(tp.topic, tp.partition, config, topic_id=topic_id)
-            partition = Partition(tp, topic_id or log_.topic_id or ZERO_UUID, log_, self.broker_id)
+            partition = Partition(tp, topic_id or log_.topic_id or ZERO_UUID, log_, self.broker_id,
+                                  self._replication_context)
             # Kafka's createLogIfNotExists: the checkpointed HW, kept within the log's offsets
             checkpointed = self._checkpointed_high_watermark(log_.dir.parent, tp)
             partition.high_watermark = max(min(checkpointed, log_.log_end_offset), log_.log_start_offset)
@@ -313,11 +337,27 @@ class ReplicaManager:
                 log.error("Skipped the become-follower state change for partition %s since the replica for the "
                           "partition is offline due to storage error %s", state.tp, e)
                 errors[state.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        fetchers = self.fetcher_manager
+        if fetchers is not None:
+            # a new leader stops fetching; a follower of a new epoch restarts from its own log
+            fetchers.remove_fetcher_for_partitions([p.tp for p in became_leader] + [p.tp for p in became_follower])
         for p in became_follower:
             # produce and fetch waiting on a former leader answer now (NOT_LEADER_OR_FOLLOWER)
             self._complete_delayed(p.tp)
+        if fetchers is not None and became_follower:
+            fetchers.add_fetcher_for_partitions({p.tp: self._initial_fetch_state(p) for p in became_follower})
         self._notify_leadership(became_leader, [p.tp for p in became_follower])
         return ErrorCode.NONE, errors
+
+    @staticmethod
+    def _initial_fetch_state(p: Partition) -> "InitialFetchState":
+        """Kafka's makeFollowers: with truncation on fetch, a follower whose log has leader epochs
+        fetches from its log end and lets the leader's diverging-epoch answer truncate it; without
+        epochs it starts from (and truncates to) its high watermark."""
+        from kafkalite.replica.fetcher.fetch_state import InitialFetchState
+        latest = p.latest_epoch()
+        offset = p.log_end_offset if latest is not None else p.high_watermark
+        return InitialFetchState(p.topic_id, p.leader_id, p.leader_epoch, offset, latest)
 
     # -- StopReplica ---------------------------------------------------------------------------
     async def stop_replicas(self, controller_id: int, controller_epoch: int,
@@ -352,6 +392,9 @@ class ReplicaManager:
             stopped.append((tp, state.delete_partition))
             errors[tp] = ErrorCode.NONE
 
+        if self.fetcher_manager is not None:
+            # Kafka's stopReplicas: the stopped partitions' fetchers go first
+            self.fetcher_manager.remove_fetcher_for_partitions([tp for tp, _delete in stopped])
         to_delete: list[TopicPartition] = []
         for tp, delete in stopped:
             if delete:
@@ -446,6 +489,33 @@ class ReplicaManager:
     def _complete_delayed(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
+
+    def _complete_delayed_and_notify(self, tp: TopicPartition) -> None:
+        """The HW moved (a follower caught up, the ISR changed): acks=all produces and consumer
+        fetches waiting on it may complete; coordinators and fetch sessions hear of it."""
+        self._complete_delayed(tp)
+        for listener in self._hw_listeners:
+            listener(tp)
+
+    def _broker_alive(self, broker_id: int) -> bool:
+        return self.metadata_cache.has_alive_broker(broker_id) if self.metadata_cache is not None else True
+
+    def on_follower_append(self, tp: TopicPartition) -> None:
+        """The fetcher appended the leader's batches (and took its HW): consumers reading this
+        follower (KIP-392) may have data now."""
+        self._complete_delayed_and_notify(tp)
+
+    def shrink_isrs(self) -> None:
+        """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2): each led partition
+        proposes dropping the followers that fell behind."""
+        now = now_ms()
+        for p in list(self.partitions.values()):
+            if p.is_leader and len(p.replicas) > 1:
+                try:
+                    p.maybe_shrink_isr(now)
+                except Exception:
+                    log.exception("ISR expiration failed for %s", p.tp)
 
     def update_log_config(self, topic: str, config: LogConfig) -> None:
         for tp, p in self.partitions.items():
@@ -515,31 +585,40 @@ class ReplicaManager:
     async def fetch_messages(self, max_wait_ms: int, min_bytes: int, max_bytes: int,
                              isolation_level: int,
                              fetch_infos: list[tuple[TopicPartition, FetchPartitionRequest]],
-                             min_one_message: bool = True, fetch_only_leader: bool = True
+                             min_one_message: bool = True, fetch_only_leader: bool = True,
+                             replica_id: int = -1, client_metadata: Optional[ClientMetadata] = None
                              ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
         """`min_one_message` False is Kafka's hard max-bytes limit of Fetch v0-2 (FetchParams.
         hardMaxBytesLimit): a first batch above the limits is not returned whole.
         `fetch_only_leader` False lets a consumer read a follower up to its high watermark (Kafka's
-        FetchParams.fetchOnlyLeader is false for consumers sending client metadata, Fetch v11+)."""
+        FetchParams.fetchOnlyLeader is false for consumers sending client metadata, Fetch v11+).
+        `replica_id` >= 0: a follower's fetch, read up to the log end; its position is recorded
+        once, at the first read (Kafka's updateFetchState = !readFromPurgatory)."""
+        results = self.read_from_local_logs(max_bytes, isolation_level, fetch_infos, min_one_message,
+                                            fetch_only_leader, replica_id, update_fetch_state=True,
+                                            client_metadata=client_metadata)
+
         def read() -> list[tuple[TopicPartition, FetchPartitionResult]]:
             return self.read_from_local_logs(max_bytes, isolation_level, fetch_infos, min_one_message,
-                                             fetch_only_leader)
+                                             fetch_only_leader, replica_id, update_fetch_state=False)
 
-        results = read()
         total = sum(r.size for _tp, r in results)
-        has_error = any(r.error != ErrorCode.NONE for _tp, r in results)
-        if max_wait_ms <= 0 or not fetch_infos or total >= min_bytes or has_error:
+        answer_now = any(r.error != ErrorCode.NONE or r.diverging_epoch is not None or r.preferred_read_replica >= 0
+                         for _tp, r in results)
+        if max_wait_ms <= 0 or not fetch_infos or total >= min_bytes or answer_now:
             return results
         future: asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]] = \
             asyncio.get_running_loop().create_future()
         op = DelayedFetch(max_wait_ms, min_bytes, fetch_infos,
-                          lambda tp, info: self._available_bytes(tp, info, isolation_level, fetch_only_leader),
+                          lambda tp, info: self._available_bytes(tp, info, isolation_level, fetch_only_leader,
+                                                                 replica_id),
                           read, future)
         self.fetch_purgatory.try_complete_else_watch(op, [tp for tp, _ in fetch_infos])
         return await future
 
     def _available_bytes(self, tp: TopicPartition, info: FetchPartitionRequest,
-                         isolation_level: int, fetch_only_leader: bool = True) -> Optional[int]:
+                         isolation_level: int, fetch_only_leader: bool = True,
+                         replica_id: int = -1) -> Optional[int]:
         p = self.partitions.get(tp)
         if p is None:
             return None
@@ -548,9 +627,11 @@ class ReplicaManager:
             p.local_log_with_epoch(info.current_leader_epoch, fetch_only_leader)
         except KafkaApiError:
             return None
-        upper = p.fetch_upper_bound(isolation_level, is_follower=False)
+        upper = p.fetch_upper_bound(isolation_level, is_follower=replica_id >= 0)
         if info.fetch_offset > p.log_end_offset or info.fetch_offset < p.log_start_offset:
             return None
+        if info.last_fetched_epoch >= 0 and self._diverging_epoch(p, info) is not None:
+            return None     # Kafka's DelayedFetch case H: truncation happened while it waited
         if info.fetch_offset >= upper:
             return 0
         try:
@@ -559,30 +640,80 @@ class ReplicaManager:
             return None
         return data.size
 
+    @staticmethod
+    def _diverging_epoch(p: Partition, info: FetchPartitionRequest) -> Optional[tuple[int, int]]:
+        """Kafka's Partition.readRecords check: where the fetcher's last fetched epoch ended in this
+        leader's log, if that is before its fetch offset or the epoch is unknown here. Raises
+        KafkaApiError (OFFSET_OUT_OF_RANGE when no end can be given, or the offset is below the log
+        start)."""
+        epoch, end_offset = p.last_offset_for_leader_epoch(info.current_leader_epoch, info.last_fetched_epoch,
+                                                           fetch_only_from_leader=False)
+        if epoch < 0 or end_offset < 0:
+            raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                f"Could not determine the end offset of the last fetched epoch {info.last_fetched_epoch}")
+        if info.fetch_offset < p.log_start_offset:
+            raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
+        if epoch < info.last_fetched_epoch or end_offset < info.fetch_offset:
+            return epoch, end_offset
+        return None
+
     def read_from_local_logs(self, max_bytes: int, isolation_level: int,
                              fetch_infos: Iterable[tuple[TopicPartition, FetchPartitionRequest]],
-                             min_one_message: bool = True, fetch_only_leader: bool = True
+                             min_one_message: bool = True, fetch_only_leader: bool = True,
+                             replica_id: int = -1, update_fetch_state: bool = False,
+                             client_metadata: Optional[ClientMetadata] = None
                              ) -> list[tuple[TopicPartition, FetchPartitionResult]]:
         """Kafka's readFromLocalLog: partitions in request order share `max_bytes`; the first
         partition with data may exceed the limits by one batch so a consumer always progresses
-        (unless `min_one_message` is False: Fetch v0-2)."""
+        (unless `min_one_message` is False: Fetch v0-2). A follower (`replica_id` >= 0) reads up to
+        the log end, gets a diverging epoch instead of data when its log forked from this one, and
+        has its position recorded when `update_fetch_state`."""
         out: list[tuple[TopicPartition, FetchPartitionResult]] = []
         limit = max_bytes
+        is_follower = replica_id >= 0
+        fetch_time = now_ms()
         for tp, info in fetch_infos:
             try:
                 p = self.partition_or_error(tp)
                 p.local_log_with_epoch(info.current_leader_epoch, fetch_only_leader)
-                upper = p.fetch_upper_bound(isolation_level, is_follower=False)
-                hw, lso, lso_start = p.high_watermark, p.last_stable_offset, p.log_start_offset
+                if is_follower and replica_id not in p.remote_replicas:
+                    log.debug("Leader %d failed to record follower %d's position %d for %s: not one of the "
+                              "assigned replicas %s in leader epoch %d", self.broker_id, replica_id,
+                              info.fetch_offset, tp, p.replicas, p.leader_epoch)
+                    raise KafkaApiError(p.follower_not_recognized_error(info.current_leader_epoch))
+                # offsets before the read: appends after it must not keep a follower from catching up
+                hw, lso, lso_start, leo = p.high_watermark, p.last_stable_offset, p.log_start_offset, p.log_end_offset
+                preferred = None
+                if client_metadata is not None and self.metadata_cache is not None:
+                    preferred = preferred_read_replica_of(p, self.replica_selector, client_metadata, replica_id,
+                                                          info.fetch_offset, fetch_time, self.metadata_cache)
+                if preferred is not None:
+                    # KIP-392: no data, the consumer moves to the replica named
+                    out.append((tp, FetchPartitionResult(ErrorCode.NONE, hw, lso, lso_start, None, p.leader_id,
+                                                         p.leader_epoch, preferred_read_replica=preferred,
+                                                         aborted_transactions=None if isolation_level != READ_COMMITTED
+                                                         else [])))
+                    continue
+                if info.last_fetched_epoch >= 0:
+                    diverging = self._diverging_epoch(p, info)
+                    if diverging is not None:
+                        out.append((tp, FetchPartitionResult(ErrorCode.NONE, hw, lso, lso_start, None, p.leader_id,
+                                                             p.leader_epoch, diverging_epoch=diverging,
+                                                             aborted_transactions=None)))
+                        continue
+                upper = p.fetch_upper_bound(isolation_level, is_follower=is_follower)
                 adjusted = max(0, min(info.partition_max_bytes, limit))
                 data = p.log.read(info.fetch_offset, adjusted, upper, min_one_message)
                 result = FetchPartitionResult(ErrorCode.NONE, hw, lso, lso_start, data,
                                               p.leader_id, p.leader_epoch)
-                if isolation_level == READ_COMMITTED:
+                if isolation_level == READ_COMMITTED and not is_follower:
                     result.aborted_transactions = self._aborted_transactions(p, info.fetch_offset, result)
                 if data.size > 0:
                     min_one_message = False
                 limit = max(0, limit - data.size)
+                if is_follower and update_fetch_state:
+                    p.update_follower_fetch_state(replica_id, info.fetch_offset, info.log_start_offset,
+                                                  fetch_time, leo)
             except Exception as e:
                 code, _msg = _error_of(e)
                 # Kafka's createLogReadResult(e): every offset unknown (-1), out of range included;
@@ -675,11 +806,10 @@ class ReplicaManager:
         return offsets
 
     # -- delete records ----------------------------------------------------------------------
-    def delete_records(self, tp: TopicPartition, offset: int) -> int:
-        """DeleteRecords on the leader (Kafka's Partition.deleteRecordsOnLeader): move the log
-        start offset to `offset` (-1: the high watermark) and drop the segments wholly below it.
-        Returns the low watermark (the log start offset: this broker is the only replica).
-        Raises KafkaApiError."""
+    def delete_records_on_leader(self, tp: TopicPartition, offset: int) -> int:
+        """Kafka's Partition.deleteRecordsOnLeader: move the leader's log start offset to `offset`
+        (-1: the high watermark) and drop the segments wholly below it; returns the requested
+        offset, which the followers reach through their fetches. Raises KafkaApiError."""
         p = self.leader_partition(tp)
         if "delete" not in {x.strip() for x in p.log.config.cleanup_policy.split(",")}:
             raise KafkaApiError(ErrorCode.POLICY_VIOLATION,
@@ -693,13 +823,36 @@ class ReplicaManager:
                                 f"The offset {target} for partition {tp} is not valid")
         p.log.maybe_increment_log_start_offset(target, hw)
         p.log.delete_log_start_offset_breached_segments(hw)
-        return p.log.log_start_offset
+        return target
+
+    async def delete_records(self, timeout_ms: int, offsets: Mapping[TopicPartition, int]
+                             ) -> dict[TopicPartition, tuple[ErrorCode, int]]:
+        """Kafka's ReplicaManager.deleteRecords: per partition (error, low watermark); the answer
+        waits (DelayedDeleteRecords, up to `timeout_ms`) until every live replica's log start
+        offset reached the requested one."""
+        results: dict[TopicPartition, tuple[ErrorCode, int]] = {}
+        status: dict[TopicPartition, DeleteRecordsPartitionStatus] = {}
+        for tp, offset in offsets.items():
+            try:
+                status[tp] = DeleteRecordsPartitionStatus(self.delete_records_on_leader(tp, offset))
+            except KafkaApiError as e:
+                results[tp] = (e.code, -1)
+            except Exception as e:  # the log's errors carry Kafka codes
+                results[tp] = (_error_of(e)[0], -1)
+        if status:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            op = DelayedDeleteRecords(timeout_ms, status, self._partition_or_error_code, future)
+            if not self.delete_records_purgatory.try_complete_else_watch(op, list(status)):
+                await future
+            for tp, st in status.items():
+                results[tp] = (st.error, st.low_watermark if st.error == ErrorCode.NONE else -1)
+        return {tp: results[tp] for tp in offsets}
 
     def complete_delayed_requests(self) -> int:
         """At shutdown: answer every waiting fetch and produce now, with what the logs hold,
         instead of letting them wait out their timeouts while the broker stops."""
         completed = 0
-        for purgatory in (self.fetch_purgatory, self.produce_purgatory):
+        for purgatory in (self.fetch_purgatory, self.produce_purgatory, self.delete_records_purgatory):
             for tp in list(self.partitions):
                 for op in purgatory.cancel_for_key(tp):
                     if op.force_complete():
@@ -709,3 +862,4 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
+        self.delete_records_purgatory.shutdown()

@@ -24,6 +24,8 @@ class FetchPartitionRequest:
     partition_max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    # Fetch v12+: the epoch of the last batch the fetcher has (followers), for the diverging-epoch check
+    last_fetched_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -40,6 +42,10 @@ class FetchPartitionResult:
     aborted_transactions: Optional[list[tuple[int, int]]] = None
     # the data's bytes once read (a read_committed fetch reads them to bound the aborted list)
     data_bytes: Optional[bytes] = None
+    # a follower's log diverges from this leader's: (epoch, end offset) to truncate to (Fetch v12+)
+    diverging_epoch: Optional[tuple[int, int]] = None
+    # KIP-392: the replica a consumer should fetch from instead (-1: none)
+    preferred_read_replica: int = -1
 
     @property
     def size(self) -> int:

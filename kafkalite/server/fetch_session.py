@@ -34,6 +34,8 @@ class CachedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1   # recorded only: Kafka does not compare it (HW moves with it)
     leader_log_start_offset: int = -1
+    # Fetch v12+: the fetcher's last fetched epoch (followers), for the diverging-epoch check
+    last_fetched_epoch: int = -1
 
     def maybe_update_response(self, error: ErrorCode, high_watermark: int, last_stable_offset: int,
                               log_start_offset: int, has_records: bool, *,
@@ -86,6 +88,7 @@ class RequestedPartition:
     max_bytes: int
     current_leader_epoch: int
     log_start_offset: int
+    last_fetched_epoch: int = -1
 
 
 class FetchSessionError(Exception):
@@ -181,7 +184,7 @@ class FetchSessionCache:
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)  # a full request closes the session it names
             parts = [CachedPartition(r.key, r.fetch_offset, r.max_bytes, r.current_leader_epoch,
-                                     r.log_start_offset) for r in requested]
+                                     r.log_start_offset, last_fetched_epoch=r.last_fetched_epoch) for r in requested]
             if epoch == FINAL_EPOCH:
                 return FetchContext("sessionless", parts, None, uses_topic_ids)
             return FetchContext("full", parts, None, uses_topic_ids)
@@ -197,7 +200,7 @@ class FetchSessionCache:
             # nothing left to cache: Kafka drops the session and answers sessionless (id 0)
             self.remove(session.session_id)
             parts = [CachedPartition(r.key, r.fetch_offset, r.max_bytes, r.current_leader_epoch,
-                                     r.log_start_offset) for r in requested]
+                                     r.log_start_offset, last_fetched_epoch=r.last_fetched_epoch) for r in requested]
             return FetchContext("sessionless", parts, None, uses_topic_ids)
         self.touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
@@ -213,7 +216,8 @@ class FetchSessionCache:
             existing = index.get(ident)
             if existing is None:
                 session.partitions[r.key] = CachedPartition(r.key, r.fetch_offset, r.max_bytes,
-                                                            r.current_leader_epoch, r.log_start_offset)
+                                                            r.current_leader_epoch, r.log_start_offset,
+                                                            last_fetched_epoch=r.last_fetched_epoch)
                 index[ident] = r.key
                 continue
             cached = session.partitions[existing]
@@ -221,6 +225,7 @@ class FetchSessionCache:
             cached.max_bytes = r.max_bytes
             cached.current_leader_epoch = r.current_leader_epoch
             cached.log_start_offset = r.log_start_offset
+            cached.last_fetched_epoch = r.last_fetched_epoch
             if existing != r.key and not existing[1] and r.key[1]:
                 # the topic name was unknown when the partition was added; keep its place
                 cached.key = r.key

@@ -5,11 +5,9 @@ replica in assignment order that is in the ISR as leader, with the dead broker o
 the leader epoch +1; partitions it followed lose it from the ISR (leader epoch +1, as
 ReplicaStateMachine's OfflineReplica transition writes it); a replication-factor-1 partition it
 held keeps its ISR [dead broker] with leader -1 (Metadata: LEADER_NOT_AVAILABLE) until it returns.
-On its return the broker is not back in any ISR (only a leader's AlterPartition, after the
-follower caught up, puts it back: replication is issue 12), so a preferred election for the
-partitions it prefers fails with PREFERRED_LEADER_NOT_AVAILABLE, and the automatic rebalance
-leaves them; once the leader reports it in sync (the test sends that AlterPartition, as the
-leader's replication would), ElectLeaders or the automatic rebalance gives them back to it."""
+On its return the broker fetches from the leaders of its replicas, and once caught up each leader
+puts it back in the ISR with AlterPartition; then ElectLeaders or the automatic rebalance gives it
+back the partitions it prefers."""
 from __future__ import annotations
 
 import threading
@@ -20,15 +18,12 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 
-from kafkalite.protocol.inter_broker import AlterPartitionRequest
-from tests.cluster.util import (ELECTION_NOT_NEEDED, LEADER_NOT_AVAILABLE, NONE, PREFERRED_LEADER_NOT_AVAILABLE,
-                                assignment, broker_czxid, consume_all, controller_epoch, partition_state,
-                                partitions, request, unique, wait_metadata, wait_until,
+from tests.cluster.util import (ELECTION_NOT_NEEDED, LEADER_NOT_AVAILABLE, NONE, assignment, consume_all,
+                                controller_epoch, partition_state, partitions, unique, wait_metadata, wait_until,
                                 zookeeper)
 
 pytestmark = pytest.mark.cluster
 
-ALTER_PARTITION_VERSION = 3
 NOT_NEEDED = "Leader election not needed for topic partition."   # Kafka's ApiError(ELECTION_NOT_NEEDED)
 
 
@@ -51,28 +46,6 @@ def _victim(cluster: Any, topic: str, controller: int) -> int:
     """A broker other than the controller that leads some of `topic`'s partitions."""
     led = {leader for _, leader, *_ in partitions(cluster.broker(controller), topic).values()}
     return min(b for b in led if b != controller)
-
-
-def _put_back_in_isr(cluster: Any, zk: Any, topic: str, partition: int, returned: int) -> tuple:
-    """The AlterPartition the partition's leader sends once `returned` caught up: ISR + returned.
-    Returns (error, partition error, leader, leader epoch, isr, partition epoch) from the controller."""
-    state, partition_epoch = partition_state(zk, topic, partition)
-    _, topic_id = assignment(zk, topic)
-    leader = state["leader"]
-    new_isr = list(state["isr"]) + [returned]
-    Topic = AlterPartitionRequest.TopicData
-    Partition = Topic.PartitionData
-    req = AlterPartitionRequest(broker_id=leader, broker_epoch=broker_czxid(zk, leader), topics=[Topic(
-        topic_id=topic_id, partitions=[Partition(
-            partition_index=partition, leader_epoch=state["leader_epoch"],
-            new_isr_with_epochs=[Partition.BrokerState(broker_id=b, broker_epoch=broker_czxid(zk, b))
-                                 for b in new_isr],
-            leader_recovery_state=0, partition_epoch=partition_epoch)])])
-    controller = cluster.controller_id()
-    resp = request(cluster.broker(controller), req, ALTER_PARTITION_VERSION)
-    [t] = resp.topics
-    [p] = t.partitions
-    return (resp.error_code, p.error_code, p.leader_id, p.leader_epoch, list(p.isr), p.partition_epoch)
 
 
 class _Producer(threading.Thread):
@@ -158,42 +131,32 @@ def test_broker_death_and_return(make_cluster: Any) -> None:
         assert all(len(v) > 0 for v in live_producer.sent.values()), live_producer.sent
 
         # the broker returns: its RF=1 partition is led by it again (one more epoch), its RF=3
-        # replicas are online again but outside the ISR, and leaders stay where they are
+        # replicas catch up by fetching and their leaders put it back in the ISR (AlterPartition:
+        # appended last, as Kafka's leader proposes); leaders stay where they are
         cluster.broker(victim).start()
-        back = {t: {p: (NONE, victim if s[4] == [victim] else s[1], s[2] + (1 if s[4] == [victim] else 0),
-                        s[3], s[4], []) for p, s in expected[t].items()} for t in (rf3, rf1)}
-        wait_metadata(cluster, ids, back, 15, f"every broker's metadata after broker {victim} returned")
+        back = {rf1: {p: (NONE, victim if s[4] == [victim] else s[1], s[2] + (1 if s[4] == [victim] else 0),
+                          s[3], s[4], []) for p, s in expected[rf1].items()},
+                rf3: {p: (NONE, s[1], s[2], s[3], s[4] + [victim], []) for p, s in expected[rf3].items()}}
+        wait_metadata(cluster, ids, back, 20, f"every broker's metadata after broker {victim} returned")
+        for p in range(6):
+            state, _ = partition_state(zk, rf3, p)
+            assert (state["leader"], state["isr"]) == (back[rf3][p][1], back[rf3][p][4])
         assert consume_all(cluster.bootstrap_servers, rf1, victim_rf1, 5) == before_kill[victim_rf1]
         for p in live_rf1:
             got = consume_all(cluster.bootstrap_servers, rf1, p, 5 + len(live_producer.sent[p]))
             assert got == before_kill[p] + live_producer.sent[p]
 
-        # preferred election: the returned broker is not in the ISR, so it cannot lead yet
+        # preferred election: back in the ISR, the returned broker leads its preferred partitions again
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=20000)
         try:
             resp = admin.elect_leaders(0, {rf3: list(range(6))}, timeout_ms=10000, raise_errors=False)
             results = {(t.topic, p.partition_id): (p.error_code, p.error_message)
                        for t in resp.replica_election_results for p in t.partition_result}
-            message = ("Failed to elect leader for partition {}-{} under strategy "
-                       "PreferredReplicaPartitionLeaderElectionStrategy")
-            assert results == {(rf3, p): ((PREFERRED_LEADER_NOT_AVAILABLE, message.format(rf3, p)) if p in led_by_victim
-                                          else (ELECTION_NOT_NEEDED, NOT_NEEDED)) for p in range(6)}
-            assert all(partitions(cluster.broker(b), rf3) == back[rf3] for b in ids)
-
-            # the leaders report it in sync again (what their replication would do)
-            for p in range(6):
-                _, leader, leader_epoch, replicas, isr, _ = back[rf3][p]
-                _, zk_version = partition_state(zk, rf3, p)
-                assert _put_back_in_isr(cluster, zk, rf3, p, victim) == \
-                    (NONE, NONE, leader, leader_epoch, isr + [victim], zk_version + 1)
-            resp = admin.elect_leaders(0, {rf3: list(range(6))}, timeout_ms=10000, raise_errors=False)
-            results = {(t.topic, p.partition_id): (p.error_code, p.error_message)
-                       for t in resp.replica_election_results for p in t.partition_result}
-            assert results == {(rf3, p): ((NONE, None) if p in led_by_victim else (ELECTION_NOT_NEEDED, NOT_NEEDED))
+            assert results == {(rf3, p): (NONE, None) if p in led_by_victim else (ELECTION_NOT_NEEDED, NOT_NEEDED)
                                for p in range(6)}
         finally:
             admin.close()
-        final = {p: (NONE, s[3][0], s[2] + (1 if p in led_by_victim else 0), s[3], s[4] + [victim], [])
+        final = {p: (NONE, s[3][0], s[2] + (1 if p in led_by_victim else 0), s[3], s[4], [])
                  for p, s in back[rf3].items()}
         assert all(final[p][1] == before[rf3][p][1] for p in range(6))   # every preferred leader is back
         wait_metadata(cluster, ids, {rf3: final}, 10, "preferred leaders back")
@@ -215,24 +178,10 @@ def test_auto_leader_rebalance_after_return(make_cluster: Any) -> None:
     expected = _expected_after_death(before, victim)
     wait_metadata(cluster, survivors, {rf3: expected}, 15, f"survivors' metadata after broker {victim} died")
     cluster.broker(victim).start()
-    back = {p: (NONE, s[1], s[2], s[3], s[4], []) for p, s in expected.items()}
-    wait_metadata(cluster, ids, {rf3: back}, 15, f"metadata after broker {victim} returned")
-
-    # outside the ISR the returned broker is no candidate: two more checks run and move nothing
-    check = "Processing automatic preferred replica leader election"
-    checks = cluster.broker(controller).output().count(check)
-    wait_until(lambda: cluster.broker(controller).output().count(check) >= checks + 2, 10,
-               "two automatic rebalance checks")
-    assert all(partitions(cluster.broker(b), rf3) == back for b in ids)
-
-    with zookeeper(cluster) as zk:
-        for p in led_by_victim:
-            _, leader, leader_epoch, _, isr, _ = back[p]
-            _, zk_version = partition_state(zk, rf3, p)
-            assert _put_back_in_isr(cluster, zk, rf3, p, victim) == \
-                (NONE, NONE, leader, leader_epoch, isr + [victim], zk_version + 1)
-    final = {p: (NONE, victim, s[2] + 1, s[3], s[4] + [victim], []) if p in led_by_victim else s
-             for p, s in back.items()}
-    took = wait_metadata(cluster, ids, {rf3: final}, 10,
+    # it catches up, rejoins the ISR through its leaders' AlterPartition, and the next rebalance
+    # check gives it its preferred leaderships back
+    final = {p: (NONE, victim, s[2] + 1, s[3], s[4] + [victim], []) if p in led_by_victim
+             else (NONE, s[1], s[2], s[3], s[4] + [victim], []) for p, s in expected.items()}
+    took = wait_metadata(cluster, ids, {rf3: final}, 15,
                          f"the rebalance gives broker {victim} its preferred leaderships back")
-    assert took <= 2 + 3   # within one check interval (2 s) and the metadata's propagation
+    assert took <= 2 + 5   # catching up, one check interval (2 s) and the metadata's propagation

@@ -10,9 +10,9 @@ Kafka's arithmetic, which the exact values below follow:
   gets one leader epoch (updateLeaderEpochAndSendRequest); each removed replica then goes Offline,
   which takes it out of the ISR (removeReplicasFromIsr: one more epoch), and is deleted.
 - One whose targets are not in sync (phase A) bumps the epoch once and starts the new replicas;
-  without replication (issue 12) a new replica never joins the ISR, so it stays in progress.
-  Cancelling goes back to the origin replicas: the adding ones go Offline (they were never in the
-  ISR: no epoch) and are deleted, the leader gets one more epoch.
+  once they caught up and their leader put them in the ISR (AlterPartition), phase B completes it.
+  Cancelling while a new replica cannot catch up goes back to the origin replicas: the adding ones
+  go Offline (they were never in the ISR: no epoch) and are deleted, the leader gets one more epoch.
 - Topic deletion: Kafka 3.9 marks a reassigning topic ineligible only if it is already queued for
   deletion, so DeleteTopics during an API reassignment proceeds; a topic already queued refuses
   reassignment (UNKNOWN_TOPIC_OR_PARTITION).
@@ -20,6 +20,9 @@ Kafka's arithmetic, which the exact values below follow:
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -121,6 +124,12 @@ def _partition_dirs(cluster: Cluster, broker_id: int, topic: str, partition: int
     return sorted(e.name for e in log_dir.iterdir() if e.name == name or e.name.startswith(name + "."))
 
 
+def _pausable(cluster: Cluster) -> int:
+    """Broker 1 or 2, whichever is not the controller: SIGSTOPped briefly as a reassignment target."""
+    controller = cluster.controller_id()
+    return 2 if controller != 2 else 1
+
+
 def _not_controller(cluster: Cluster) -> int:
     controller = cluster.controller_id()
     return next(b for b in (0, 1, 2) if b != controller)
@@ -180,9 +189,9 @@ def test_reorder_completes_at_once_then_preferred_election(cluster: Cluster, adm
         assert (state["leader"], state["leader_epoch"], state["isr"]) == (2, 2, [0, 1, 2])
 
 
-# -- phase A: a reassignment that adds a broker stays in progress ----------------------------------
+# -- phase A: a reassignment that adds a broker ----------------------------------------------------
 
-def test_adding_a_broker_stays_in_progress_until_cancelled(cluster: Cluster, admin: KafkaAdminClient) -> None:
+def test_adding_a_broker_completes_once_the_new_replica_is_in_sync(cluster: Cluster, admin: KafkaAdminClient) -> None:
     topic = unique("grow")
     cluster.create_topic(topic, assignments={0: [0]})
     _everywhere(cluster, topic, {0: (NONE, 0, 0, [0], [0], [])})
@@ -192,52 +201,78 @@ def test_adding_a_broker_stays_in_progress_until_cancelled(cluster: Cluster, adm
         before = [b"a", b"b", b"c"]
         for i, v in enumerate(before):
             assert producer.send(topic, value=v, partition=0).get(timeout=20).offset == i
-
         with zookeeper(cluster) as zk:
             _, version = partition_state(zk, topic, 0)
             assert admin.alter_partition_reassignments({tp: [1]}) == {tp: None}
-            # RS = TRS ++ ORS: [1] ++ [0]
-            in_progress = {"replicas": [1, 0], "adding_replicas": [1], "removing_replicas": [0]}
-            assert _own(admin.list_partition_reassignments(), {topic}) == {tp: in_progress}
-            assert admin.list_partition_reassignments([tp]) == {tp: in_progress}
-            assert _topic_znode(zk, topic) == {"version": 3, "partitions": {"0": [1, 0]},
-                                               "adding_replicas": {"0": [1]}, "removing_replicas": {"0": [0]}}
-            # A1: one new leader epoch, the leader and ISR unchanged
-            _everywhere(cluster, topic, {0: (NONE, 0, 1, [1, 0], [0], [])})
-            state, v = partition_state(zk, topic, 0)
-            assert (state["leader"], state["leader_epoch"], state["isr"], v) == (0, 1, [0], version + 1)
-            # A2: broker 1 holds the new (follower) replica
-            wait_until(lambda: _partition_dirs(cluster, 1, topic, 0) == [f"{topic}-0"], 15,
-                       "broker 1 created the adding replica")
-            # still in progress a while later (the new replica never joins the ISR yet)
-            time.sleep(2)
-            assert admin.list_partition_reassignments([tp]) == {tp: in_progress}
-
-            # the leader keeps serving meanwhile
-            assert producer.send(topic, value=b"d", partition=0).get(timeout=20).offset == 3
-
-            # the same target again: same assignment, but phase A runs again (one more epoch)
-            assert admin.alter_partition_reassignments({tp: [1]}) == {tp: None}
-            assert admin.list_partition_reassignments([tp]) == {tp: in_progress}
-            _everywhere(cluster, topic, {0: (NONE, 0, 2, [1, 0], [0], [])})
-
-            # cancel: back to ORS = [0]; the adding replica goes Offline (not in the ISR: no
-            # epoch for that) and is deleted; the leader stays and gets one more epoch (phase B
-            # on the reverted assignment)
-            assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
-            assert _own(admin.list_partition_reassignments(), {topic}) == {}
-            assert admin.list_partition_reassignments([tp]) == {}
-            assert _topic_znode(zk, topic) == {"version": 3, "partitions": {"0": [0]},
+            # broker 1 fetches the three records, leader 0 proposes ISR [0, 1], the controller
+            # accepts it and completes the reassignment: leader 1 (epoch 2, ReassignPartitionLeader
+            # election), replica 0 Offline out of the ISR (epoch 3) and deleted
+            _everywhere(cluster, topic, {0: (NONE, 1, 3, [1], [1], [])})
+            assert _topic_znode(zk, topic) == {"version": 3, "partitions": {"0": [1]},
                                                "adding_replicas": {}, "removing_replicas": {}}
-            _everywhere(cluster, topic, {0: (NONE, 0, 3, [0], [0], [])})
             state, v = partition_state(zk, topic, 0)
-            assert (state["leader"], state["leader_epoch"], state["isr"], v) == (0, 3, [0], version + 3)
-            wait_until(lambda: _partition_dirs(cluster, 1, topic, 0) == [], 15,
-                       f"{topic}-0's directory gone from broker 1's log dir")
+            # A1 (epoch), the leader's AlterPartition, B3 (leader), B4 (ISR): four znode versions
+            assert (state["leader"], state["leader_epoch"], state["isr"], v) == (1, 3, [1], version + 4)
+            assert _own(admin.list_partition_reassignments(), {topic}) == {}
+            wait_until(lambda: _partition_dirs(cluster, 0, topic, 0) == [], 15,
+                       f"{topic}-0's directory gone from broker 0's log dir")
+        # every record is on the new replica, under the offsets the old one gave them
+        assert consume_all(cluster.bootstrap_servers, topic, 0, 3) == before
+        assert producer.send(topic, value=b"d", partition=0).get(timeout=20).offset == 3
+        assert consume_all(cluster.bootstrap_servers, topic, 0, 4) == before + [b"d"]
+    finally:
+        producer.close()
+
+
+def test_adding_a_broker_that_cannot_catch_up_stays_in_progress_until_cancelled(
+        cluster: Cluster, admin: KafkaAdminClient) -> None:
+    """The adding replica's broker is paused (SIGSTOP, well within its ZooKeeper session): it never
+    joins the ISR, so the reassignment stays in progress; cancelling goes back to the origin."""
+    topic = unique("stuck")
+    cluster.create_topic(topic, assignments={0: [0]})
+    _everywhere(cluster, topic, {0: (NONE, 0, 0, [0], [0], [])})
+    tp = TopicPartition(topic, 0)
+    producer = KafkaProducer(bootstrap_servers=cluster.broker(0).bootstrap_servers, acks=1, linger_ms=0)
+    target = _pausable(cluster)
+    paused = cluster.broker(target)
+    try:
+        before = [b"a", b"b", b"c"]
+        for i, v in enumerate(before):
+            assert producer.send(topic, value=v, partition=0).get(timeout=20).offset == i
+        with zookeeper(cluster) as zk:
+            _, version = partition_state(zk, topic, 0)
+            os.kill(paused.pid, signal.SIGSTOP)
+            try:
+                assert admin.alter_partition_reassignments({tp: [target]}) == {tp: None}
+                # RS = TRS ++ ORS: [target] ++ [0]
+                in_progress = {"replicas": [target, 0], "adding_replicas": [target], "removing_replicas": [0]}
+                assert admin.list_partition_reassignments([tp]) == {tp: in_progress}
+                assert _topic_znode(zk, topic) == {"version": 3, "partitions": {"0": [target, 0]},
+                                                   "adding_replicas": {"0": [target]}, "removing_replicas": {"0": [0]}}
+                # A1: one new leader epoch, the leader and ISR unchanged
+                state, v = partition_state(zk, topic, 0)
+                assert (state["leader"], state["leader_epoch"], state["isr"], v) == (0, 1, [0], version + 1)
+                time.sleep(2)
+                assert admin.list_partition_reassignments([tp]) == {tp: in_progress}
+                # the leader keeps serving meanwhile
+                assert producer.send(topic, value=b"d", partition=0).get(timeout=20).offset == 3
+                # cancel: back to ORS = [0]; the adding replica goes Offline (never in the ISR: no
+                # epoch for that); the leader stays and gets one more epoch (phase B on the reverted
+                # assignment)
+                assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+                assert admin.list_partition_reassignments([tp]) == {}
+                assert _topic_znode(zk, topic) == {"version": 3, "partitions": {"0": [0]},
+                                                   "adding_replicas": {}, "removing_replicas": {}}
+                state, v = partition_state(zk, topic, 0)
+                assert (state["leader"], state["leader_epoch"], state["isr"], v) == (0, 2, [0], version + 2)
+            finally:
+                os.kill(paused.pid, signal.SIGCONT)
+            # once running again, the paused broker gets the queued requests: its replica comes and goes
+            _everywhere(cluster, topic, {0: (NONE, 0, 2, [0], [0], [])})
+            wait_until(lambda: _partition_dirs(cluster, target, topic, 0) == [], 15,
+                       f"{topic}-0's directory gone from broker {target}'s log dir")
             assert _partition_dirs(cluster, 0, topic, 0) == [f"{topic}-0"]
-            # a second cancel: nothing in progress
             assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
-        # every record survived on the leader
         assert consume_all(cluster.bootstrap_servers, topic, 0, 4) == before + [b"d"]
     finally:
         producer.close()
@@ -251,16 +286,28 @@ def test_deleting_a_topic_being_reassigned(cluster: Cluster, admin: KafkaAdminCl
     topic = unique("doomed")
     cluster.create_topic(topic, assignments={0: [0]})
     tp = TopicPartition(topic, 0)
-    assert admin.alter_partition_reassignments({tp: [2]}) == {tp: None}
-    _everywhere(cluster, topic, {0: (NONE, 0, 1, [2, 0], [0], [])})
-    wait_until(lambda: _partition_dirs(cluster, 2, topic, 0) == [f"{topic}-0"], 15,
-               "broker 2 created the adding replica")
-    controller = cluster.broker(cluster.controller_id())
+    # the target broker paused (well within its session) so its new replica cannot join the ISR and end
+    # the reassignment first; it resumes while the deletion waits for its StopReplica
+    target = _pausable(cluster)
+    paused = cluster.broker(target)
+    other = 3 - target
+    os.kill(paused.pid, signal.SIGSTOP)
+    resume = threading.Timer(3.0, lambda: os.kill(paused.pid, signal.SIGCONT))
+    try:
+        assert admin.alter_partition_reassignments({tp: [target]}) == {tp: None}
+        wait_until(lambda: all(partitions(cluster.broker(b), topic) == {0: (NONE, 0, 1, [target, 0], [0], [])}
+                               for b in (0, other)), 15, f"brokers 0 and {other} show {topic} reassigning")
+        controller = cluster.broker(cluster.controller_id())
+        resume.start()
+        with zookeeper(cluster) as zk:
+            assert delete_topic(controller, topic, timeout_ms=15000) == NONE
+    finally:
+        resume.cancel()
+        os.kill(paused.pid, signal.SIGCONT)
     with zookeeper(cluster) as zk:
-        assert delete_topic(controller, topic, timeout_ms=10000) == NONE
         wait_until(lambda: zk.exists(f"/brokers/topics/{topic}") is None
                    and zk.exists(f"/admin/delete_topics/{topic}") is None, 15, f"{topic}'s znodes deleted")
-        for b in (0, 2):
+        for b in (0, target):
             wait_until(lambda: _partition_dirs(cluster, b, topic, 0) == [], 15, f"{topic}-0 gone from broker {b}")
         assert _own(admin.list_partition_reassignments(), {topic}) == {}
         assert admin.list_partition_reassignments([tp]) == {}

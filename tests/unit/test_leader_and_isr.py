@@ -232,9 +232,7 @@ async def test_follower_answers_clients_not_leader(rm: ReplicaManager) -> None:
     assert fetch(rm, current_leader_epoch=5) == ErrorCode.UNKNOWN_LEADER_EPOCH
     assert rm.fetch_offset_for_timestamp(TP, LATEST_TIMESTAMP, 0, -1, True).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert rm.fetch_offset_for_timestamp(TP, LATEST_TIMESTAMP, 0, 3, True).error == ErrorCode.FENCED_LEADER_EPOCH
-    with pytest.raises(KafkaApiError) as e:
-        rm.delete_records(TP, 0)
-    assert e.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert await rm.delete_records(1000, {TP: 0}) == {TP: (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)}
     with pytest.raises(KafkaApiError) as e:
         rm.legacy_fetch_offsets_before(TP, LATEST_TIMESTAMP, 1, True)
     assert e.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -2,15 +2,15 @@
 high watermark). The answer's low watermark is the new log start offset; segments wholly below it
 are deleted at once (Kafka leaves that to its next retention pass); Fetch below it gets
 OFFSET_OUT_OF_RANGE and ListOffsets(earliest) returns it. A partition whose cleanup.policy lacks
-"delete" gets POLICY_VIOLATION; an offset above the high watermark OFFSET_OUT_OF_RANGE; internal topics INVALID_TOPIC_EXCEPTION. With this
-broker the only replica the low watermark is reached when the call returns, so nothing waits
-in a purgatory."""
+"delete" gets POLICY_VIOLATION; an offset above the high watermark OFFSET_OUT_OF_RANGE; internal
+topics INVALID_TOPIC_EXCEPTION. The answer waits (up to the request's timeout) until every live
+replica's log start offset reached the requested offset (the leader's low watermark), as Kafka's
+DelayedDeleteRecords."""
 from __future__ import annotations
 
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
-from kafkalite.log.errors import LogError
-from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -31,23 +31,25 @@ def make(services: BrokerServices) -> ApiSpec:
         Resp = DeleteRecordsResponse[ctx.api_version]
         T = Resp.DeleteRecordsTopicResult
         P = T.DeleteRecordsPartitionResult
+        refused: dict[TopicPartition, ErrorCode] = {}
+        wanted: dict[TopicPartition, int] = {}
+        for t in req.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if not cache.contains(t.name):
+                    refused[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif is_internal(t.name):
+                    refused[tp] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                else:
+                    wanted[tp] = p.offset
+        done = await replica_manager.delete_records(req.timeout_ms, wanted) if wanted else {}
         topics = []
         for t in req.topics:
             parts = []
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition_index)
-                try:
-                    if not cache.contains(t.name):
-                        raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    if is_internal(t.name):
-                        raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                            f"Cannot delete records of internal topic {t.name}")
-                    low = replica_manager.delete_records(tp, p.offset)
-                    parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=ErrorCode.NONE))
-                except (KafkaApiError, LogError) as e:
-                    code = e.code if isinstance(e, KafkaApiError) else ErrorCode(e.error_code)
-                    parts.append(P(partition_index=p.partition_index, low_watermark=INVALID_LOW_WATERMARK,
-                                   error_code=code))
+                code, low = (refused[tp], INVALID_LOW_WATERMARK) if tp in refused else done[tp]
+                parts.append(P(partition_index=p.partition_index, low_watermark=low, error_code=code))
             topics.append(T(name=t.name, partitions=parts))
         return Resp(throttle_time_ms=0, topics=topics)
 

@@ -13,6 +13,7 @@ from kafkalite.log.errors import UnsupportedCompressionTypeError
 from kafkalite.log.legacy_records import MAGIC_V0, MAGIC_V1, lazy_down_convert
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
+from kafkalite.replica.replica_selector import ClientMetadata
 from kafkalite.replica.results import FetchPartitionRequest, FetchPartitionResult
 from kafkalite.server.fetch_session import (CachedPartition, FetchSessionError, INVALID_SESSION_ID,
                                             PartitionKey, RequestedPartition)
@@ -38,6 +39,7 @@ def down_conversion_magic(version: int) -> int | None:
 
 
 FIRST_CLIENT_METADATA_VERSION = 11   # rack id: KafkaApis builds ClientMetadata from v11
+FIRST_DIVERGING_EPOCH_VERSION = 12   # last_fetched_epoch in, diverging_epoch out
 
 
 def _now_ms() -> int:
@@ -89,7 +91,8 @@ def make(services: BrokerServices) -> ApiSpec:
                 requested.append(RequestedPartition((tid, name, p.partition), p.fetch_offset,
                                                     p.partition_max_bytes,
                                                     p.current_leader_epoch if v >= 9 else -1,
-                                                    p.log_start_offset))
+                                                    p.log_start_offset,
+                                                    p.last_fetched_epoch if v >= FIRST_DIVERGING_EPOCH_VERSION else -1))
         forgotten: list[PartitionKey] = []
         for f in (req.forgotten_topics_data or []) if v >= 7 else []:
             if uses_topic_ids:
@@ -113,9 +116,7 @@ def make(services: BrokerServices) -> ApiSpec:
         keys_read: list[PartitionKey] = []
         for cp in fctx.partitions:
             tid, name, partition = cp.key
-            if replica_id >= 0:
-                errors[cp.key] = ErrorCode.NOT_LEADER_OR_FOLLOWER   # no followers on this broker
-            elif uses_topic_ids and not name:
+            if uses_topic_ids and not name:
                 errors[cp.key] = ErrorCode.UNKNOWN_TOPIC_ID
             elif (info := cache.topic(name)) is None or partition not in info.partitions:
                 # KafkaApis checks the partition against the metadata cache before reading
@@ -123,14 +124,19 @@ def make(services: BrokerServices) -> ApiSpec:
             else:
                 to_read.append((TopicPartition(name, partition),
                                 FetchPartitionRequest(cp.fetch_offset, cp.max_bytes, cp.current_leader_epoch,
-                                                      cp.log_start_offset)))
+                                                      cp.log_start_offset, cp.last_fetched_epoch)))
                 keys_read.append(cp.key)
         max_wait = req.max_wait_ms if not errors else 0
+        # KafkaApis builds ClientMetadata from v11 (the rack id): the replica selector's input
+        client_metadata = ClientMetadata(req.rack_id or "", ctx.client_id or "", ctx.connection.client_host,
+                                         "User:ANONYMOUS", ctx.listener_name) \
+            if v >= FIRST_CLIENT_METADATA_VERSION and replica_id < 0 else None
         results = await replica_manager.fetch_messages(
             max_wait, req.min_bytes, req.max_bytes, req.isolation_level, to_read,
             min_one_message=v > LAST_HARD_MAX_BYTES_VERSION,
             # Kafka's FetchParams.fetchOnlyLeader: a consumer sending client metadata (v11+) may read a follower
-            fetch_only_leader=replica_id >= 0 or v < FIRST_CLIENT_METADATA_VERSION) if to_read else []
+            fetch_only_leader=replica_id >= 0 or v < FIRST_CLIENT_METADATA_VERSION,
+            replica_id=replica_id, client_metadata=client_metadata) if to_read else []
         by_key: dict[PartitionKey, FetchPartitionResult] = {k: r for k, (_tp, r) in zip(keys_read, results)}
         null_records: set[PartitionKey] = set()
         if v < FIRST_ZSTD_VERSION:
@@ -155,7 +161,9 @@ def make(services: BrokerServices) -> ApiSpec:
                 # consumer even when nothing else changed
                 lso_moved = cp.last_stable_offset != r.last_stable_offset
                 if cp.maybe_update_response(r.error, r.high_watermark, r.last_stable_offset,
-                                            r.log_start_offset, r.size > 0) or lso_moved:
+                                            r.log_start_offset, r.size > 0,
+                                            preferred_read_replica=r.preferred_read_replica,
+                                            diverging_epoch=r.diverging_epoch is not None) or lso_moved:
                     included.append((cp, r))
                     if r.size > 0:
                         # fairness (KIP-227): partitions that returned data go to the back
@@ -186,7 +194,10 @@ def make(services: BrokerServices) -> ApiSpec:
                 aborted_transactions=None if r.aborted_transactions is None else [
                     P.AbortedTransaction(producer_id=pid, first_offset=first)
                     for pid, first in r.aborted_transactions],
-                preferred_read_replica=-1, records=None if cp.key in null_records else r.records()))
+                diverging_epoch=P.EpochEndOffset(epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])
+                if r.diverging_epoch is not None else P.EpochEndOffset(epoch=-1, end_offset=-1),
+                preferred_read_replica=r.preferred_read_replica,
+                records=None if cp.key in null_records else r.records()))
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
                     responses=topics)
 
