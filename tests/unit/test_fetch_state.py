@@ -1,9 +1,11 @@
 """The follower fetcher's pure decisions (kafkalite.replica.fetcher.fetch_state): Kafka's
-getOffsetTruncationState, fetchOffsetAndTruncate's choice, partitionFetchState, getFetcherId; and
-the follower section of Partition over a real log (appends keep the leader's epochs, truncation,
-the leader's HW and log start)."""
+getOffsetTruncationState, fetchOffsetAndTruncate's choice, partitionFetchState, getFetcherId; the
+follower section of Partition over a real log (appends keep the leader's epochs, truncation, the
+leader's HW and log start); ReplicaFetcherManager's assignment of partitions to fetchers."""
 from __future__ import annotations
 
+import asyncio
+import socket
 import uuid
 from pathlib import Path
 from typing import Optional
@@ -11,7 +13,8 @@ from typing import Optional
 import pytest
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.errors import OffsetOutOfRangeError
+from kafkalite.config.server_config import KafkaConfig
+from kafkalite.log.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from kafkalite.log.leader_epoch_cache import LeaderEpochCache
 from kafkalite.log.log import Log
 from kafkalite.log.record_batch import build_batch
@@ -19,6 +22,7 @@ from kafkalite.replica.fetcher.fetch_state import (EpochEndOffset, InitialFetchS
                                                    PartitionFetchState, ReplicaFetchPhase, fetcher_id,
                                                    initial_partition_fetch_state, java_string_hash,
                                                    offset_truncation_state, out_of_range_fetch_offset)
+from kafkalite.replica.fetcher.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.replica.partition import Partition, TopicPartition
 
 TID = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -229,3 +233,113 @@ def test_follower_truncate_fully_and_start_at(follower: Partition) -> None:
     assert follower.end_offset_for_epoch(1) == (-1, -1)
     follower.append_records_to_follower(batch(40, 3, 6))
     assert (follower.log_end_offset, follower.leader_epoch_cache.entries) == (43, [(6, 40)])
+
+
+def test_follower_empty_log_restarts_at_the_base_of_a_batch_across_its_start(follower: Partition) -> None:
+    # DeleteRecords on the leader put its log start (120) inside a batch 50..149; this replica
+    # emptied its log to start at 120 and gets that batch whole
+    follower.truncate_fully_and_start_at(120)
+    info = follower.append_records_to_follower(batch(50, 100, 2))
+    assert (info.first_offset, follower.log_start_offset, follower.log_end_offset) == (50, 50, 150)
+    assert follower.leader_epoch_cache.entries == [(2, 50)]
+    follower.update_follower_high_watermark(150)
+    follower.update_follower_log_start_offset(120)
+    assert (follower.log_start_offset, follower.high_watermark) == (120, 150)
+    assert follower.leader_epoch_cache.entries == [(2, 120)]
+    # a log that is not empty refuses a batch below its end
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_records_to_follower(batch(140, 20, 2))
+    assert follower.log_end_offset == 150
+
+
+# -- ReplicaFetcherManager ----------------------------------------------------------------------
+class FakeReplicaManager:
+    """The replica manager's face towards the fetchers: partitions by tp (none here, so a running
+    fetcher drops what it would fetch; these tests look at the assignment only)."""
+
+    def get_partition(self, tp: TopicPartition) -> None:
+        return None
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run(coro) -> None:
+    asyncio.run(coro)
+
+
+def initial(leader: int, epoch: int = 1) -> InitialFetchState:
+    return InitialFetchState(TID, leader, epoch, 0, 0)
+
+
+def test_manager_assigns_by_leader_and_fetcher_id() -> None:
+    async def go() -> None:
+        endpoints = {2: ("127.0.0.1", closed_port()), 3: ("127.0.0.1", closed_port())}
+        m = ReplicaFetcherManager(1, KafkaConfig(**{"num.replica.fetchers": 3}), FakeReplicaManager(),
+                                  endpoints.get, lambda: 7)
+        tps = [TopicPartition("test", p) for p in range(5)]
+        # with no partition object behind them, running fetchers would drop the partitions at once:
+        # look at the assignment before the loop runs
+        m.add_fetcher_for_partitions({tp: initial(2) for tp in tps})
+        assert {k: sorted(f.partitions) for k, f in m.fetchers.items()} == {
+            (2, 0): [tps[2]], (2, 1): [tps[0], tps[3]], (2, 2): [tps[1], tps[4]]}
+        f = m.fetchers[(2, 1)]
+        assert (f.source_endpoint, f.name) == (endpoints[2], "ReplicaFetcherThread-1-2")
+        # the leader of test-0 moves to broker 3: it leaves broker 2's fetcher
+        m.add_fetcher_for_partitions({tps[0]: initial(3, 2)})
+        assert sorted(m.fetchers[(2, 1)].partitions) == [tps[3]]
+        assert m.get_fetcher(tps[0]) is m.fetchers[(3, 1)]
+        assert m.fetch_state(tps[0]) == PartitionFetchState(TID, 0, 2, ReplicaFetchPhase.FETCHING, 0)
+        m.remove_fetcher_for_partitions([tps[3]])
+        m.shutdown_idle_fetchers()
+        assert sorted(m.fetchers) == [(2, 0), (2, 2), (3, 1)]
+        assert f.partition_count == 0
+        fetchers = list(m.fetchers.values())
+        await m.shutdown()
+        assert m.fetchers == {} and not any(x.running for x in fetchers + [f])
+    run(go())
+
+
+def test_manager_keeps_partitions_of_unknown_leaders_pending() -> None:
+    async def go() -> None:
+        endpoints: dict[int, tuple[str, int]] = {}
+        m = ReplicaFetcherManager(1, KafkaConfig(), FakeReplicaManager(), endpoints.get, lambda: 7)
+        tp = TopicPartition("t", 0)
+        m.add_fetcher_for_partitions({tp: initial(2)})
+        assert (m.fetchers, m.pending) == ({}, {tp: initial(2)})
+        m.retry_pending()
+        assert m.fetchers == {}
+        endpoints[2] = ("127.0.0.1", closed_port())
+        m.retry_pending()
+        assert (m.pending, sorted(m.fetchers[(2, 0)].partitions)) == ({}, [tp])
+        # a removal also forgets a pending partition
+        endpoints.clear()
+        m.add_fetcher_for_partitions({tp: initial(3, 2)})
+        assert m.pending == {tp: initial(3, 2)} and m.get_fetcher(tp) is None
+        m.remove_fetcher_for_partitions([tp])
+        assert m.pending == {}
+        await m.shutdown()
+    run(go())
+
+
+def test_manager_replaces_a_fetcher_whose_leader_moved_address() -> None:
+    async def go() -> None:
+        endpoints = {2: ("127.0.0.1", closed_port())}
+        m = ReplicaFetcherManager(1, KafkaConfig(), FakeReplicaManager(), endpoints.get, lambda: 7)
+        a, b = TopicPartition("a", 0), TopicPartition("b", 0)
+        m.add_fetcher_for_partitions({a: initial(2), b: initial(2)})
+        old = m.fetchers[(2, 0)]
+        endpoints[2] = ("127.0.0.1", closed_port())
+        m.add_fetcher_for_partitions({a: initial(2, 3)})
+        new = m.fetchers[(2, 0)]
+        assert new is not old and new.source_endpoint == endpoints[2]
+        # b's state moves over as it was; a starts at its new epoch
+        assert (new.fetch_state(a).current_leader_epoch, new.fetch_state(b).current_leader_epoch) == (3, 1)
+        await m.shutdown()
+        assert not old.running and not new.running
+    run(go())
