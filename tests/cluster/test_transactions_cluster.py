@@ -266,3 +266,63 @@ def test_verification_with_a_remote_coordinator(setup: Setup) -> None:
     assert setup.control_types(first) == [(pid, ABORT)]
     assert setup.control_types(second) == [(pid, COMMIT)]
     assert setup.offsets(second, 0) == 4
+
+
+# -- the coordinator killed mid-transaction (needs replication: RF 3) -----------------------------
+
+RF3_OVERRIDES = {**OVERRIDES, "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
+                 "offsets.topic.replication.factor": 3}
+
+
+def leader_of(broker: Any, topic: str, partition: int) -> int:
+    return partitions(broker, topic)[partition][1]
+
+
+def test_coordinator_sigkill_mid_transaction(make_cluster: Callable[..., Any]) -> None:
+    """The transaction's coordinator is SIGKILLed after the records are in (acks=all, RF 3); the
+    controller moves `__transaction_state` (and the dead broker's data partition) to another
+    replica once the broker's ZooKeeper session expires, the new coordinator loads the ongoing
+    transaction, and the producer's commit goes through it: every record is committed, every
+    partition stable. Needs issue 12's replication (follower fetch, HW over the ISR)."""
+    cluster = make_cluster(3, RF3_OVERRIDES)
+    s = Setup.__new__(Setup)      # the same helpers, another topic layout
+    s.cluster, s.clients = cluster, {}
+    s.coordinator = s.find_coordinator(unique("probe"), key_type=1)
+    s.topic = unique("txn3")
+    assert create_topic_with_assignment(cluster.broker(0), s.topic,
+                                        {p: [p, (p + 1) % 3, (p + 2) % 3] for p in range(3)}) == NONE
+    wait_until(lambda: all(sorted(x[4]) == [0, 1, 2] for x in partitions(cluster.broker(0), s.topic).values()), 30,
+               "every replica in sync")
+    survivor = next(b for b in range(3) if b != s.coordinator)
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": unique("tid"),
+                            "linger.ms": 5, "transaction.timeout.ms": 120_000})
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for p in range(3):
+            for v in values("k", p):
+                producer.produce(s.topic, value=v, partition=p)
+        assert producer.flush(30) == 0
+        cluster.broker(s.coordinator).kill()
+        s.clients.pop(s.coordinator, None)
+        producer.commit_transaction(90)
+    finally:
+        s.close()
+    survivor_broker = cluster.broker(survivor)
+    wait_until(lambda: all(leader_of(survivor_broker, s.topic, p) not in (-1, s.coordinator) for p in range(3)),
+               60, "new leaders for the dead broker's partitions")
+    def stable() -> bool:
+        for p in range(3):
+            with RawClient(cluster.broker(leader_of(survivor_broker, s.topic, p)).bootstrap_servers) as c:
+                T = ListOffsetsRequest.ListOffsetsTopic
+                got = [c.request(ListOffsetsRequest[5](replica_id=-1, isolation_level=isolation, topics=[
+                    T(name=s.topic, partitions=[T.ListOffsetsPartition(
+                        partition_index=p, current_leader_epoch=-1, timestamp=-1)])])).topics[0].partitions[0].offset
+                       for isolation in (0, 1)]
+            if got != [PER_PARTITION + 1] * 2:    # the records and one COMMIT marker, all stable
+                return False
+        return True
+    wait_until(stable, 60, "every partition's LSO at its HW, past the commit marker")
+    alive = ",".join(cluster.broker(b).bootstrap_servers for b in range(3) if b != s.coordinator)
+    got = read_committed_confluent(alive, s.topic, {p: PER_PARTITION for p in range(3)})
+    assert got == {p: values("k", p) for p in range(3)}
