@@ -1,7 +1,8 @@
 """AddPartitionsToTxn (key 24), v0-5.
 
-v0-3 (clients): one transaction. v4-5 (brokers, KIP-890): a batch of transactions, each either
-added or, with verify_only, checked (a partition not in the transaction: TRANSACTION_ABORTABLE,
+v0-3 (clients): one transaction. v4-5 (brokers, KIP-890: another broker's
+AddPartitionsToTxnManager): a batch of transactions, handled concurrently, each either added or,
+with verify_only, checked (a partition not in the transaction: TRANSACTION_ABORTABLE,
 at v4 as at v5 — Kafka 3.9's coordinator answers it whatever the version; v5 only announces that
 the sending broker understands it). As Kafka's KafkaApis: clients (v0-3) may not add internal
 topics (Kafka leaves them out of the topics it authorizes: TOPIC_AUTHORIZATION_FAILED); if any
@@ -10,6 +11,8 @@ OPERATION_NOT_ATTEMPTED and nothing is added; otherwise every partition gets the
 answer (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2).
 """
 from __future__ import annotations
+
+import asyncio
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
@@ -82,12 +85,15 @@ def make(services: BrokerServices) -> ApiSpec:
             errors = await one_transaction(v, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                            req.v3_and_below_producer_epoch, False, req.v3_and_below_topics)
             return Resp(throttle_time_ms=0, results_by_topic_v3_and_below=topic_results(Resp, errors))
-        results = []
-        for txn in req.transactions or ():
-            errors = await one_transaction(v, txn.transactional_id, txn.producer_id, txn.producer_epoch,
-                                           txn.verify_only, txn.topics)
-            results.append(Resp.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
-                                                         topic_results=topic_results(Resp, errors)))
+        # the transactions of a batch (another broker's verifications) are handled concurrently,
+        # as Kafka's handler does, and answered together
+        txns = list(req.transactions or ())
+        answers = await asyncio.gather(*(one_transaction(v, txn.transactional_id, txn.producer_id,
+                                                         txn.producer_epoch, txn.verify_only, txn.topics)
+                                         for txn in txns))
+        results = [Resp.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                 topic_results=topic_results(Resp, errors))
+                   for txn, errors in zip(txns, answers)]
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
