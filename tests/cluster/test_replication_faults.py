@@ -6,8 +6,10 @@ in order), and the replicas' logs are identical batch by batch: the same base an
 partition leader epochs and CRCs, read from each broker's segment files after a clean stop.
 
 - ISR: a SIGSTOPped follower leaves the ISR after replica.lag.time.max.ms (its ZooKeeper session
-  still alive: the leader shrank it, not the controller); acks=all goes on with min.insync.replicas
-  = 2 until a second follower goes, then NOT_ENOUGH_REPLICAS; both come back into the ISR.
+  still alive: the leader shrank it, not the controller), and an acks=all write waiting for it is
+  answered then; acks=all goes on with min.insync.replicas = 2 until a second follower goes: then
+  the high watermark stops (Kafka 3.9, KAFKA-15583), a waiting write times out and new ones are
+  NOT_ENOUGH_REPLICAS; both come back into the ISR.
 - Partition of the leader: the writes acknowledged before and after the cut all survive; one sent
   to the isolated old leader is never acknowledged (REQUEST_TIMED_OUT) and is truncated away.
 - Leader epochs (KIP-101; the seeds' "关于高水位和Leader Epoch"): a follower restarted before it
@@ -40,7 +42,6 @@ pytestmark = pytest.mark.cluster
 NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
 NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 SESSION_TIMEOUT_S = 6.0   # kafkalite.testing.CLUSTER_TEST_DEFAULTS
 
 
@@ -114,6 +115,11 @@ def committed_values(broker: Any, topic: str, partition: int) -> list[bytes]:
         return [r.value for r in parsed.records if r.value is not None]
 
 
+def _high_watermark(broker: Any, topic: str, partition: int = 0) -> int:
+    with RawClient(broker.bootstrap_servers) as c:
+        return int(c.fetch(topic, partition, 0, max_bytes=1).high_watermark)
+
+
 def zk_isr(zk: Any, topic: str, partition: int) -> list[int]:
     return sorted(partition_state(zk, topic, partition)[0]["isr"])
 
@@ -165,21 +171,25 @@ def test_isr_shrinks_and_expands_with_stopped_followers(make_cluster: Any) -> No
                 os.kill(cluster.broker(follower).pid, signal.SIGSTOP)
                 stopped.append(follower)
                 # an acks=all write waits for the stopped follower until the leader takes it out
-                # of the ISR (a caught-up follower never lags: this write is what it lags behind);
-                # then it completes, as Kafka's DelayedProduce does on the ISR change: acknowledged
-                # with 2 in sync, NOT_ENOUGH_REPLICAS_AFTER_APPEND (appended all the same) with 1
+                # of the ISR (a caught-up follower never lags: this write is what it lags behind).
+                # With 2 left in sync it is then acknowledged; with 1 left (under min.insync.replicas)
+                # the high watermark no longer moves (Kafka 3.9, KAFKA-15583): it stays appended but
+                # unacknowledged, REQUEST_TIMED_OUT at its timeout
                 t0 = time.monotonic()
                 value = b"waits-for-%d" % follower
-                err, offset = produce(lb, topic, 0, value, timeout_ms=30000)
+                last = len(expected_isr) == 1
+                err, offset = produce(lb, topic, 0, value, timeout_ms=6000 if last else 30000)
                 waited = time.monotonic() - t0
-                assert (err, offset) == ((NONE if len(expected_isr) == 2 else NOT_ENOUGH_REPLICAS_AFTER_APPEND),
-                                         len(log)), (err, offset)
+                assert (err, offset) == ((REQUEST_TIMED_OUT, -1) if last else (NONE, len(log))), (err, offset)
                 log.append(value)
-                if err == NONE:
+                if not last:
                     acked.append(value)
-                assert zk_isr(zk, topic, 0) == expected_isr
+                    assert zk_isr(zk, topic, 0) == expected_isr   # answered once the controller took the shrink
+                    assert waited < 15, f"the write waited {waited:.1f} s: for its timeout, not for the ISR change"
+                else:
+                    assert waited >= 6
+                wait_until(lambda: zk_isr(zk, topic, 0) == expected_isr, 15, f"broker {follower} out of the ISR")
                 print(f"broker {follower} stopped: the acks=all write waiting for it answered after {waited:.1f} s")
-                assert waited < 15, "the write waited for its timeout, not for the ISR change"
                 assert zk.exists(f"/brokers/ids/{follower}") is not None, "the leader shrank it, not a session expiry"
                 wait_until(lambda: md_isr(lb, topic, 0) == (leader, expected_isr), 10, "the leader's metadata")
                 if expected_isr == [leader]:
@@ -187,6 +197,7 @@ def test_isr_shrinks_and_expands_with_stopped_followers(make_cluster: Any) -> No
                     assert produce(lb, topic, 0, b"refused-too", timeout_ms=2000) == (NOT_ENOUGH_REPLICAS, -1)
                     err, offset = produce(lb, topic, 0, b"acks-1", acks=1)   # acks=1 is not refused
                     assert (err, offset) == (NONE, len(log))
+                    assert _high_watermark(lb, topic) == log.index(b"waits-for-%d" % f2), "the HW moved under min ISR"
                     acked.append(b"acks-1")
                     log.append(b"acks-1")
                 else:
@@ -227,6 +238,8 @@ def test_isolated_leader_is_fenced_and_truncated(make_net_cluster: Any) -> None:
             # the old leader still takes the write from a client on the host, but nobody can fetch it
             err, offset = produce(cluster.broker(old), topic, 0, b"never-acknowledged", timeout_ms=4000)
             assert err == REQUEST_TIMED_OUT, err
+            # appended there all the same (at offset 5), beyond its high watermark
+            assert values_of(segment_batches(cluster.broker(old).log_dir, topic, 0))[5:] == [b"never-acknowledged"]
             # its session expires; the controller elects a follower from the ISR, the leader epoch + 1
             wait_until(lambda: zk_leader(zk, topic, 0) in (f1, controller), SESSION_TIMEOUT_S + 15, "a new leader")
             state = partition_state(zk, topic, 0)[0]
