@@ -795,6 +795,21 @@ class KafkaController:
         isr = leadership.leader_and_isr.isr if leadership is not None else ()
         return preferred_replica_partition_leader_election(list(assignment), list(isr), live) is not None
 
+    # -- topic config changes -----------------------------------------------------------------
+    def enable_topic_unclean_leader_election(self, topic: str) -> None:
+        """A topic's unclean.leader.election.enable turned true (Kafka's TopicConfigHandler calls
+        enableTopicUncleanLeaderElection on every broker; only the active controller acts): its
+        offline partitions get another election, which may now pick an out-of-sync replica."""
+        if self.is_active:
+            self._put("TopicUncleanLeaderElectionEnable",
+                      lambda: self._process_topic_unclean_leader_election_enable(topic))
+
+    async def _process_topic_unclean_leader_election_enable(self, topic: str) -> None:
+        if not self.is_active:
+            return
+        log.info("Unclean leader election has been enabled for topic %s", topic)
+        await self.partition_sm.trigger_online_partition_state_change(topic)
+
     # -- settings -----------------------------------------------------------------------------
     async def _unclean_leader_election_enable(self, topic: str) -> bool:
         """The topic's unclean.leader.election.enable: its override in ZooKeeper, else the broker's."""
