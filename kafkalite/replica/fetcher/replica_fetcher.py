@@ -143,27 +143,25 @@ class ReplicaFetcher:
         if task is not None:
             log.info("[%s] Shutting down", self.name)
             task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:   # already logged by _run
-                pass
+            # wait() neither raises the task's CancelledError nor swallows a cancellation of this call
+            await asyncio.wait([task])
         await self._connection.close()
         if task is not None:
             log.info("[%s] Shutdown completed", self.name)
 
     async def _run(self) -> None:
-        try:
-            while True:
+        while True:
+            try:
                 await self._maybe_truncate()
                 if not await self._maybe_fetch():
                     await self._wait_for_work()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("[%s] Error due to", self.name)
-            raise
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # a bug must not end replication from this leader for good (Kafka's thread would
+                # die): logged, then the round is tried again after the back-off
+                log.exception("[%s] Error due to", self.name)
+                await asyncio.sleep(self.config.replica_fetch_backoff_ms / 1000)
 
     async def _wait_for_work(self) -> None:
         """Nothing to fetch: sleep until partitions are added, a back-off ends, or
