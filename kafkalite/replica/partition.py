@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from kafkalite.cluster.topic_partition import TopicPartition
+from kafkalite.log.errors import UnexpectedAppendOffsetError
 from kafkalite.log.leader_epoch_cache import LeaderEpochCache
 from kafkalite.log.log import ORIGIN_CLIENT, Log
+from kafkalite.log.record_batch import split_batches
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.replica.alter_partition_manager import AlterPartitionManager, LeaderAndIsr
 from kafkalite.replica.results import ActiveProducer
@@ -460,8 +462,6 @@ class Partition:
         leader's batches as they are (offsets, epochs, timestamps); a batch whose leader epoch is
         newer than the cache's latest starts that epoch at its base offset, so this replica can
         answer OffsetForLeaderEpoch (and truncate) the way the leader would."""
-        from kafkalite.log.errors import UnexpectedAppendOffsetError   # local: this section owns no imports
-        from kafkalite.log.record_batch import split_batches
         try:
             info = self.log.append_as_follower(records)
         except UnexpectedAppendOffsetError as e:

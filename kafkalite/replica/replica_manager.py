@@ -344,8 +344,11 @@ class ReplicaManager:
         for p in became_follower:
             # produce and fetch waiting on a former leader answer now (NOT_LEADER_OR_FOLLOWER)
             self._complete_delayed(p.tp)
-        if fetchers is not None and became_follower:
-            fetchers.add_fetcher_for_partitions({p.tp: self._initial_fetch_state(p) for p in became_follower})
+        if fetchers is not None:
+            if became_follower:
+                fetchers.add_fetcher_for_partitions({p.tp: self._initial_fetch_state(p) for p in became_follower})
+            # Kafka's shutdownIdleFetcherThreads: a fetcher whose leader leads nothing of ours stops
+            fetchers.shutdown_idle_fetchers()
         self._notify_leadership(became_leader, [p.tp for p in became_follower])
         return ErrorCode.NONE, errors
 
@@ -451,6 +454,9 @@ class ReplicaManager:
         deleted = self.metadata_cache.update_metadata(controller_id, controller_epoch, live_brokers,
                                                       partition_states, topic_ids)
         self.controller_epoch = controller_epoch
+        if self.fetcher_manager is not None:
+            # followers whose leader's endpoint was unknown may start fetching now
+            self.fetcher_manager.retry_pending()
         return deleted
 
     # -- lookups -------------------------------------------------------------------------------
@@ -691,8 +697,9 @@ class ReplicaManager:
                     # KIP-392: no data, the consumer moves to the replica named
                     out.append((tp, FetchPartitionResult(ErrorCode.NONE, hw, lso, lso_start, None, p.leader_id,
                                                          p.leader_epoch, preferred_read_replica=preferred,
-                                                         aborted_transactions=None if isolation_level != READ_COMMITTED
-                                                         else [])))
+                                                         # null even for read_committed: Kafka skips the read
+                                                         # (FetchDataInfo without aborted transactions)
+                                                         aborted_transactions=None)))
                     continue
                 if info.last_fetched_epoch >= 0:
                     diverging = self._diverging_epoch(p, info)

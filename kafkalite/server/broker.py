@@ -16,11 +16,15 @@ from kafkalite.config.server_config import KafkaConfig
 from kafkalite.coordinator.group.group_coordinator import GroupConfig, GroupCoordinator, OffsetConfig
 from kafkalite.coordinator.group.group_metadata_manager import GroupMetadataManager
 from kafkalite.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+from kafkalite.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from kafkalite.coordinator.transaction.transaction_state_manager import TransactionConfig, TransactionStateManager
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleaner
 from kafkalite.log.log_manager import LogManager
 from kafkalite.network.socket_server import Endpoint, SocketServer
+from kafkalite.replica.alter_partition_manager import AlterPartitionManager, controller_endpoint_from
+from kafkalite.replica.fetcher.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.replica.replica_manager import ReplicaManager
+from kafkalite.replica.replica_selector import create_replica_selector
 from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
@@ -75,8 +79,10 @@ class KafkaServer:
         self.socket_server: Optional[SocketServer] = None
         self.log_manager: Optional[LogManager] = None
         self.replica_manager: Optional[ReplicaManager] = None
+        self.alter_partition_manager: Optional[AlterPartitionManager] = None
         self.group_coordinator: Optional[GroupCoordinator] = None
         self.transaction_coordinator: Optional[TransactionCoordinator] = None
+        self.add_partitions_to_txn_manager: Optional[AddPartitionsToTxnManager] = None
         self.scheduler = Scheduler()
         self.bound: list[Endpoint] = []
         self.log_cleaner: Optional[LogCleaner] = None
@@ -136,7 +142,21 @@ class KafkaServer:
 
         cache = MetadataCache(cluster_id, self.broker_id)
         self.metadata_cache = cache
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, cache)
+        listener = cfg.inter_broker_listener()
+        # ISR changes go to the controller (Kafka's AlterPartitionManager); followers fetch from
+        # their leaders (ReplicaFetcherManager), both over the inter-broker listener
+        self.alter_partition_manager = AlterPartitionManager(
+            self.broker_id, lambda: self.broker_epoch.current, controller_endpoint_from(cache, listener), cfg)
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, cache,
+                                              replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+                                              alter_partition_manager=self.alter_partition_manager,
+                                              replica_selector=create_replica_selector(cfg.replica_selector_class))
+
+        def endpoint_of(broker_id: int) -> Optional[tuple[str, int]]:
+            ep = cache.alive_endpoint(broker_id, listener)
+            return None if ep is None else (ep.host, ep.port)
+        self.replica_manager.fetcher_manager = ReplicaFetcherManager(
+            self.broker_id, cfg, self.replica_manager, endpoint_of, lambda: self.broker_epoch.current)
 
         specs: list[ApiSpec] = []
         self.socket_server = SocketServer(
@@ -169,7 +189,7 @@ class KafkaServer:
         admin = ZkAdminManager(self.broker_id, self.zk, cache, default_log_config, cfg.num_partitions,
                                cfg.default_replication_factor, cfg.delete_topic_enable)
         self.admin_manager = admin
-        coordinator_topics = InternalTopics(admin, cache, internal_topics)
+        coordinator_topics = InternalTopics(admin, cache, internal_topics, alone=not self.cluster_mode)
         zk = self.zk
 
         async def allocate_block(broker_id: int) -> tuple[int, int]:
@@ -207,8 +227,12 @@ class KafkaServer:
                 abort_timed_out_transactions_interval_ms=cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
                 remove_expired_transactional_ids_interval_ms=cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
                 request_timeout_ms=cfg.request_timeout_ms)),
-            producer_ids, self.replica_manager, cache, self.group_coordinator)
+            producer_ids, self.replica_manager, cache, self.group_coordinator,
+            inter_broker_listener=cfg.inter_broker_listener())
         self.transaction_coordinator.startup()
+        self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            self.broker_id, cache, cfg.inter_broker_listener(), cfg.request_timeout_ms,
+            self.transaction_coordinator.partition_for)
         services = BrokerServices(
             broker_id=self.broker_id, config=cfg, metadata_cache=cache,
             replica_manager=self.replica_manager, controller=coordinator_topics,
@@ -218,7 +242,7 @@ class KafkaServer:
             transaction_coordinator=self.transaction_coordinator,
             dynamic_config=self.dynamic_config, admin_manager=admin,
             kafka_controller=self.kafka_controller, broker_epoch=self.broker_epoch,
-            config_manager=self.config_manager)
+            config_manager=self.config_manager, add_partitions_to_txn_manager=self.add_partitions_to_txn_manager)
         self._follow_coordinator_leadership()
         specs += [
             api_versions.make(lambda: specs),
@@ -263,6 +287,7 @@ class KafkaServer:
         self._start_log_cleaner()
         self._add_reconfigurables()
         await self.socket_server.start_serving()
+        self.alter_partition_manager.start()
         self.config_manager.start()
         self.kafka_controller.startup()
         # "ready" means serving with the cluster's metadata: a controller known, and alone (the
@@ -283,6 +308,9 @@ class KafkaServer:
     def _apply_topic_config(self, topic: str, config: Any) -> None:
         if self.replica_manager is not None:
             self.replica_manager.update_log_config(topic, config)
+        # Kafka's TopicConfigHandler: unclean election turned on retries the topic's offline partitions
+        if config.unclean_leader_election_enable and self.kafka_controller is not None:
+            self.kafka_controller.enable_topic_unclean_leader_election(topic)
 
     def _inter_broker_specs(self, services: BrokerServices) -> list[ApiSpec]:
         """The controller-to-broker APIs, and ElectLeaders, served in cluster mode."""
@@ -347,6 +375,8 @@ class KafkaServer:
         # replication-offset-checkpoint: each partition's high watermark, read back at start-up
         self.scheduler.schedule("highwatermark-checkpoint", rm.checkpoint_high_watermarks,
                                 cfg.replica_high_watermark_checkpoint_interval_ms)
+        # Kafka's isr-expiration: leaders drop followers that fell behind
+        self.scheduler.schedule("isr-expiration", rm.shrink_isrs, max(1, cfg.replica_lag_time_max_ms // 2))
         flush_ms = cfg.log_flush_interval_ms_effective
         if flush_ms < 2**62:
             self.scheduler.schedule("kafka-log-flusher", flush, flush_ms)
@@ -412,6 +442,8 @@ class KafkaServer:
             self.socket_server.stop_accepting()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.shutdown()   # its timer and marker tasks
+        if self.add_partitions_to_txn_manager is not None:
+            await self.add_partitions_to_txn_manager.shutdown()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         if self.replica_manager is not None:
@@ -420,8 +452,12 @@ class KafkaServer:
             await self.socket_server.shutdown()
         await self.scheduler.shutdown()
         if self.replica_manager is not None:
+            if self.replica_manager.fetcher_manager is not None:
+                await self.replica_manager.fetcher_manager.shutdown()
             await self.replica_manager.checkpoint_high_watermarks()
             self.replica_manager.shutdown()
+        if self.alter_partition_manager is not None:
+            await self.alter_partition_manager.shutdown()
         if self.log_cleaner is not None:
             await self.log_cleaner.shutdown()   # before the logs close under it
         if self.log_manager is not None:
