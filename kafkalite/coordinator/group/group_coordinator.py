@@ -130,6 +130,10 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
+        # partition -> the load current for it: a load started before a resignation and a new
+        # election must not install its (older) view nor end the newer load (Kafka runs loads and
+        # unloads in order on one scheduler thread)
+        self._current_load: dict[int, object] = {}
         self.is_active = False
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = DelayedOperationPurgatory("Heartbeat")
         self.rebalance_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Rebalance")
@@ -158,6 +162,7 @@ class GroupCoordinator:
         self.groups.clear()
         self.owned_partitions.clear()
         self.loading_partitions.clear()
+        self._current_load.clear()
         tasks = list(self._tasks)
         if self._expiration_task is not None:
             tasks.append(self._expiration_task)
@@ -203,16 +208,20 @@ class GroupCoordinator:
         if partition in self.loading_partitions:
             return
         self.loading_partitions.add(partition)
-        self._spawn(self._load_partition(partition), f"load-offsets-partition-{partition}")
+        token = self._current_load[partition] = object()
+        self._spawn(self._load_partition(partition, token), f"load-offsets-partition-{partition}")
 
-    async def _load_partition(self, partition: int) -> None:
+    async def _load_partition(self, partition: int, token: object) -> None:
         started = time.monotonic()
+
+        def current() -> bool:   # not resigned (nor re-elected) meanwhile
+            return self._current_load.get(partition) is token and partition in self.loading_partitions
         try:
             # replaying a log reads files: off the loop, as Kafka loads on its scheduler thread
             # (nothing appends to a partition while it loads: its groups answer LOAD_IN_PROGRESS)
             result = await asyncio.to_thread(self.storage.load_partition, partition)
             loaded: LoadedPartition = await result if inspect.isawaitable(result) else result  # type: ignore[assignment]
-            if partition in self.loading_partitions:  # not resigned meanwhile
+            if current():
                 self._install_loaded(loaded)
                 for producer_id, commit in self._txn_completions_while_loading.pop(partition, []):
                     self._complete_txn_for_partitions(producer_id, {partition}, commit)
@@ -221,12 +230,13 @@ class GroupCoordinator:
         except Exception:
             log.exception("failed to load __consumer_offsets partition %d", partition)
         finally:
-            self._txn_completions_while_loading.pop(partition, None)
-            if partition in self.loading_partitions:
+            if current():
+                self._txn_completions_while_loading.pop(partition, None)
+                self._current_load.pop(partition, None)
                 self.loading_partitions.discard(partition)
                 self.owned_partitions.add(partition)
-            log.info("loaded __consumer_offsets partition %d in %.1f ms", partition,
-                     (time.monotonic() - started) * 1000)
+                log.info("loaded __consumer_offsets partition %d in %.1f ms", partition,
+                         (time.monotonic() - started) * 1000)
 
     def _install_loaded(self, loaded: LoadedPartition) -> None:
         now = self.time_ms()
@@ -270,6 +280,7 @@ class GroupCoordinator:
         """No longer the leader of `partition`: unload its groups (their waiting requests get
         NOT_COORDINATOR)."""
         self.loading_partitions.discard(partition)
+        self._current_load.pop(partition, None)
         self.owned_partitions.discard(partition)
         self._txn_completions_while_loading.pop(partition, None)
         for group_id, group in list(self.groups.items()):
