@@ -134,6 +134,9 @@ class TransactionStateManager:
         existing = controller.topic_record(TRANSACTION_STATE_TOPIC_NAME)
         self.num_partitions = existing.num_partitions if existing is not None else config.num_partitions
         self.loading_partitions: set[int] = set()
+        # partition -> the leader epoch its current load is for (None: unknown); a load begun
+        # before a resignation and a new election must not install its older view
+        self._loading_epochs: dict[int, Optional[int]] = {}
         self._cache: dict[int, _PartitionCache] = {}
         self.on_transition: Optional[TransitionListener] = None
 
@@ -249,9 +252,14 @@ class TransactionStateManager:
 
     # -- loading ---------------------------------------------------------------------------------
     def begin_loading(self, partition: int) -> bool:
-        if partition in self.loading_partitions:
+        """Whether a load of `partition` should start: not while one for the same leader epoch
+        runs (the partition's epoch now, as the election that calls this just set it)."""
+        replica = self.replica_manager.get_partition(TopicPartition(TRANSACTION_STATE_TOPIC_NAME, partition))
+        epoch = getattr(replica, "leader_epoch", None)
+        if partition in self.loading_partitions and self._loading_epochs.get(partition) == epoch:
             return False
         self.loading_partitions.add(partition)
+        self._loading_epochs[partition] = epoch
         return True
 
     def load_partition(self, partition: int) -> dict[str, TransactionMetadata]:
@@ -266,20 +274,27 @@ class TransactionStateManager:
 
     def complete_loading(self, partition: int, coordinator_epoch: int,
                          loaded: dict[str, TransactionMetadata]) -> bool:
-        """Install the loaded state, unless the partition was unloaded meanwhile."""
+        """Install the loaded state, unless the partition was unloaded meanwhile or a load for a
+        later election has begun."""
         if partition not in self.loading_partitions:
             return False
+        epoch = self._loading_epochs.get(partition)
+        if epoch is not None and epoch != coordinator_epoch:
+            return False
         self.loading_partitions.discard(partition)
+        self._loading_epochs.pop(partition, None)
         self._cache[partition] = _PartitionCache(coordinator_epoch, dict(loaded))
         return True
 
     def remove_partition(self, partition: int) -> None:
         """Resignation: forget the partition's transactions."""
         self.loading_partitions.discard(partition)
+        self._loading_epochs.pop(partition, None)
         self._cache.pop(partition, None)
 
     def clear(self) -> None:
         self.loading_partitions.clear()
+        self._loading_epochs.clear()
         self._cache.clear()
 
     # -- expiration ------------------------------------------------------------------------------
