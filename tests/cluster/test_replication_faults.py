@@ -217,6 +217,32 @@ def test_isr_shrinks_and_expands_with_stopped_followers(make_cluster: Any) -> No
     assert on_disk == log and all(on_disk.count(v) == 1 for v in acked)
 
 
+def test_write_waiting_for_a_killed_follower_is_answered_when_the_controller_shrinks_the_isr(
+        make_cluster: Any) -> None:
+    # a lag limit longer than the test: only the controller, on the follower's session expiry, can
+    # take it out of the ISR; the leader then gets a LeaderAndIsr with the smaller ISR, its high
+    # watermark moves and the waiting acks=all write is acknowledged (Kafka's makeLeader ->
+    # maybeIncrementLeaderHW -> tryCompleteDelayedRequests), long before the write's own timeout
+    cluster = make_cluster(3, {"replica.lag.time.max.ms": "60000"})
+    topic = unique("killed")
+    leader = cluster.controller_id()
+    f1, f2 = [b for b in sorted(cluster.brokers) if b != leader]
+    cluster.create_topic(topic, assignments={0: [leader, f1, f2]}, config={"min.insync.replicas": 2})
+    lb = cluster.broker(leader)
+    with zookeeper(cluster) as zk:
+        wait_until(lambda: zk_isr(zk, topic, 0) == sorted([leader, f1, f2]), 20, "full ISR")
+        assert produce(lb, topic, 0, b"first") == (NONE, 0)
+        cluster.broker(f1).kill()
+        t0 = time.monotonic()
+        assert produce(lb, topic, 0, b"waits", timeout_ms=60000) == (NONE, 1)
+        waited = time.monotonic() - t0
+        print(f"the acks=all write waiting for the killed follower answered after {waited:.1f} s")
+        assert zk_isr(zk, topic, 0) == sorted([leader, f2])
+        assert waited < SESSION_TIMEOUT_S + 10, f"answered after {waited:.1f} s"
+        assert produce(lb, topic, 0, b"after") == (NONE, 2)
+        assert committed_values(lb, topic, 0) == [b"first", b"waits", b"after"]
+
+
 # -- network partition of the leader ------------------------------------------------------------------
 
 def test_isolated_leader_is_fenced_and_truncated(make_net_cluster: Any) -> None:
