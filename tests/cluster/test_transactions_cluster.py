@@ -28,7 +28,7 @@ from kafka.protocol.admin import DescribeProducersRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from tests.cluster.util import create_topic_with_assignment, partitions, wait_until
+from tests.cluster.util import create_topic_with_assignment, partitions, wait_equal, wait_until
 from tests.integration.test_transactions_confluent import group_offsets
 from tests.integration.test_txn_coordinator import add_partitions, end_txn, init_ok, markers, produce_txn
 from tests.integration.util import RawClient
@@ -278,12 +278,11 @@ def leader_of(broker: Any, topic: str, partition: int) -> int:
     return partitions(broker, topic)[partition][1]
 
 
-def test_coordinator_sigkill_mid_transaction(make_cluster: Callable[..., Any]) -> None:
-    """The transaction's coordinator is SIGKILLed after the records are in (acks=all, RF 3); the
-    controller moves `__transaction_state` (and the dead broker's data partition) to another
-    replica once the broker's ZooKeeper session expires, the new coordinator loads the ongoing
-    transaction, and the producer's commit goes through it: every record is committed, every
-    partition stable. Needs issue 12's replication (follower fetch, HW over the ISR)."""
+def run_killing(make_cluster: Callable[..., Any], victim: Callable[[int], int], before_commit: bool) -> None:
+    """A transaction over an RF 3 topic (partition p led by broker p) with `victim(coordinator)`
+    SIGKILLed right before the commit or right after it was acknowledged; the transaction ends
+    committed: every partition holds its records and one COMMIT marker, stable, and
+    read_committed sees everything."""
     cluster = make_cluster(3, RF3_OVERRIDES)
     s = Setup.__new__(Setup)      # the same helpers, another topic layout
     s.cluster, s.clients = cluster, {}
@@ -293,7 +292,8 @@ def test_coordinator_sigkill_mid_transaction(make_cluster: Callable[..., Any]) -
                                         {p: [p, (p + 1) % 3, (p + 2) % 3] for p in range(3)}) == NONE
     wait_until(lambda: all(sorted(x[4]) == [0, 1, 2] for x in partitions(cluster.broker(0), s.topic).values()), 30,
                "every replica in sync")
-    survivor = next(b for b in range(3) if b != s.coordinator)
+    dead = victim(s.coordinator)
+    survivor = next(b for b in range(3) if b != dead)
     producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": unique("tid"),
                             "linger.ms": 5, "transaction.timeout.ms": 120_000})
     try:
@@ -303,26 +303,48 @@ def test_coordinator_sigkill_mid_transaction(make_cluster: Callable[..., Any]) -
             for v in values("k", p):
                 producer.produce(s.topic, value=v, partition=p)
         assert producer.flush(30) == 0
-        cluster.broker(s.coordinator).kill()
-        s.clients.pop(s.coordinator, None)
+        if before_commit:
+            cluster.broker(dead).kill()
         producer.commit_transaction(90)
+        if not before_commit:
+            cluster.broker(dead).kill()
     finally:
         s.close()
     survivor_broker = cluster.broker(survivor)
-    wait_until(lambda: all(leader_of(survivor_broker, s.topic, p) not in (-1, s.coordinator) for p in range(3)),
+    wait_until(lambda: all(leader_of(survivor_broker, s.topic, p) not in (-1, dead) for p in range(3)),
                60, "new leaders for the dead broker's partitions")
-    def stable() -> bool:
+
+    def stable() -> list[tuple[bool, list[int]]]:
+        """Per partition: LSO == HW, and the control types of its markers."""
+        out = []
         for p in range(3):
             with RawClient(cluster.broker(leader_of(survivor_broker, s.topic, p)).bootstrap_servers) as c:
                 T = ListOffsetsRequest.ListOffsetsTopic
-                got = [c.request(ListOffsetsRequest[5](replica_id=-1, isolation_level=isolation, topics=[
+                hw, lso = [c.request(ListOffsetsRequest[5](replica_id=-1, isolation_level=isolation, topics=[
                     T(name=s.topic, partitions=[T.ListOffsetsPartition(
                         partition_index=p, current_leader_epoch=-1, timestamp=-1)])])).topics[0].partitions[0].offset
-                       for isolation in (0, 1)]
-            if got != [PER_PARTITION + 1] * 2:    # the records and one COMMIT marker, all stable
-                return False
-        return True
-    wait_until(stable, 60, "every partition's LSO at its HW, past the commit marker")
-    alive = ",".join(cluster.broker(b).bootstrap_servers for b in range(3) if b != s.coordinator)
+                           for isolation in (0, 1)]
+                # a marker retried after a timed-out request may be written twice, as in Kafka
+                out.append((hw == lso, sorted(set(t for _pid, _e, t, _ce in markers(c, s.topic, p)))))
+        return out
+    wait_equal(stable, [(True, [COMMIT])] * 3, 90, "every partition stable past its COMMIT marker")
+    alive = ",".join(cluster.broker(b).bootstrap_servers for b in range(3) if b != dead)
     got = read_committed_confluent(alive, s.topic, {p: PER_PARTITION for p in range(3)})
     assert got == {p: values("k", p) for p in range(3)}
+
+
+def test_coordinator_sigkill_mid_transaction(make_cluster: Callable[..., Any]) -> None:
+    """The transaction's coordinator is SIGKILLed after the records are in (acks=all, RF 3); the
+    controller moves `__transaction_state` (and the dead broker's data partition) to another
+    replica once the broker's ZooKeeper session expires, the new coordinator loads the ongoing
+    transaction, and the producer's commit goes through it. Needs issue 12's replication
+    (follower fetch, HW over the ISR)."""
+    run_killing(make_cluster, lambda coordinator: coordinator, before_commit=True)
+
+
+def test_partition_leader_sigkill_after_the_commit(make_cluster: Callable[..., Any]) -> None:
+    """A data partition's leader (not the coordinator) is SIGKILLed once the commit is
+    acknowledged, while its marker may still be on the way: the coordinator retries it until the
+    controller names a new leader (Kafka re-enqueues markers of a disconnected destination with
+    the partition's current leader), which takes it. Needs replication too."""
+    run_killing(make_cluster, lambda coordinator: (coordinator + 1) % 3, before_commit=False)
