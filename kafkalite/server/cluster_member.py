@@ -103,11 +103,10 @@ class InternalTopics:
 
     `alone`: the embedded single broker (no zookeeper.connect), which creates the topics with a
     replication factor reduced to the live brokers; a ZooKeeper-mode broker passes False and asks
-    for the configured factor, as Kafka does (coordinator.internal_topics). The default keeps
-    the reduction for a caller that does not say."""
+    for the configured factor, as Kafka does (coordinator.internal_topics)."""
 
-    def __init__(self, admin: Any, cache: MetadataCache, preloaded: dict[str, TopicRecord],
-                 alone: bool = True) -> None:
+    def __init__(self, admin: Any, cache: MetadataCache, preloaded: dict[str, TopicRecord], *,
+                 alone: bool) -> None:
         self.admin = admin
         self.cache = cache
         self.preloaded = preloaded
