@@ -180,7 +180,10 @@ class Partition:
         self.leader_id = self.local_broker_id
         # A new leader starts from what it has; the HW only moves forward from here.
         self.high_watermark = max(min(self.high_watermark, self.log.log_end_offset), self.log.log_start_offset)
-        self.maybe_increment_high_watermark(now)
+        # A smaller ISR (a dead follower removed) may move the HW: acks=all produces waiting on it
+        # complete now, not at their timeout (Kafka's makeLeader: tryCompleteDelayedRequests).
+        if self.maybe_increment_high_watermark(now):
+            self.context.complete_delayed_requests(self.tp)
         return is_new_leader
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int],

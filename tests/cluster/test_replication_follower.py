@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka.protocol.admin import DeleteRecordsRequest
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 
 from kafkalite.log.record_batch import build_batch, decode_records, split_batches
@@ -23,8 +23,9 @@ from tests.cluster.util import (create_topic_with_assignment, partitions, reques
 
 pytestmark = pytest.mark.cluster
 
-DEBUGGING_REPLICA_ID = -2      # reads a follower as a consumer would (its HW), not as a replica
+DEBUGGING_REPLICA_ID = -2      # reads any replica, not as a replica
 LIST_OFFSETS_VERSION = 7
+FETCH_VERSION = 12
 LATEST = -1
 EARLIEST = -2
 
@@ -48,8 +49,8 @@ def epochs_of(data: bytes) -> list[tuple[int, int]]:
 
 
 def list_offset(broker: Any, topic: str, partition: int, timestamp: int) -> int:
-    """ListOffsets as a debugging consumer (replica id -2), which Kafka answers from any replica:
-    latest is the broker's HW for the partition, earliest its log start offset."""
+    """ListOffsets as a debugging client (replica id -2), which Kafka answers from any replica and
+    not as a consumer: latest is the broker's log end offset, earliest its log start offset."""
     T = ListOffsetsRequest[LIST_OFFSETS_VERSION].ListOffsetsTopic
     resp = request(broker, ListOffsetsRequest[LIST_OFFSETS_VERSION](
         replica_id=DEBUGGING_REPLICA_ID, isolation_level=0,
@@ -61,7 +62,20 @@ def list_offset(broker: Any, topic: str, partition: int, timestamp: int) -> int:
 
 
 def high_watermark(broker: Any, topic: str, partition: int) -> int:
-    return list_offset(broker, topic, partition, LATEST)
+    """The broker's HW for the partition, as a Fetch v12 of a debugging consumer (replica id -2,
+    client metadata: any replica answers) at its log start tells it."""
+    start = list_offset(broker, topic, partition, EARLIEST)
+    T = FetchRequest[FETCH_VERSION].FetchTopic
+    resp = request(broker, FetchRequest[FETCH_VERSION](
+        replica_id=DEBUGGING_REPLICA_ID, max_wait_ms=0, min_bytes=0, max_bytes=0, isolation_level=0,
+        session_id=0, session_epoch=-1, rack_id="",
+        topics=[T(topic=topic, partitions=[T.FetchPartition(partition=partition, current_leader_epoch=-1,
+                                                            fetch_offset=start, last_fetched_epoch=-1,
+                                                            log_start_offset=-1, partition_max_bytes=0)])],
+        forgotten_topics_data=[]), FETCH_VERSION)
+    p = resp.responses[0].partitions[0]
+    assert p.error_code == 0, p
+    return int(p.high_watermark)
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], acks: Any) -> None:

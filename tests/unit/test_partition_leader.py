@@ -219,3 +219,17 @@ async def test_a_dead_broker_is_not_added(tmp_path: Path) -> None:
     p.update_follower_fetch_state(F1, 0, 0, clock.ms, 0)
     p.update_follower_fetch_state(F2, 0, 0, clock.ms, 0)
     assert recorder.proposals == []
+
+
+@run
+async def test_a_leader_and_isr_that_shrinks_the_isr_moves_the_hw_and_wakes_waiting_produces(tmp_path: Path) -> None:
+    p, recorder, clock, woken = make_partition(tmp_path)
+    p.make_leader(1, [LEADER, F1, F2], [LEADER, F1, F2], partition_epoch=0)
+    append(p, 2, clock)
+    p.update_follower_fetch_state(F1, 2, 0, clock.ms, 2)
+    assert p.high_watermark == 0 and p.check_enough_replicas_reach_offset(2) == (False, ErrorCode.NONE)
+    woken.clear()
+    # the controller took dead F2 out of the ISR (epoch + 1): the HW moves to F1's end at once
+    p.make_leader(2, [LEADER, F1, F2], [LEADER, F1], partition_epoch=1)
+    assert p.high_watermark == 2 and woken == [TP]
+    assert p.check_enough_replicas_reach_offset(2) == (True, ErrorCode.NONE)

@@ -50,7 +50,9 @@ def make(services: BrokerServices) -> ApiSpec:
         T = Resp.ListOffsetsTopicResponse
         P = T.ListOffsetsPartitionResponse
         isolation = req.isolation_level if v >= 2 else 0
-        from_consumer = req.replica_id in (CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID) or req.replica_id < 0
+        # KafkaApis: only the consumer id (-1) is a client request (isolation, the HW bound); the
+        # debugging id (-2) reads any replica up to its log end, as a follower (>= 0) reads its leader
+        from_consumer = req.replica_id == CONSUMER_REPLICA_ID
         if v == 0:
             return Resp(throttle_time_ms=0, topics=[
                 T(name=t.name, partitions=[P(partition_index=p.partition_index, **old_style(
