@@ -24,6 +24,7 @@ from kafkalite.controller.states import LeaderIsrAndControllerEpoch
 from kafkalite.network.broker_client import BrokerConnection
 from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from kafkalite.cluster.topic_partition import TopicPartition
+from kafkalite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +84,7 @@ class _BrokerSender:
                     log.exception("controller response callback failed")
 
     async def close(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
+        await cancel_and_wait(self.task)
         await self.connection.close()
 
 

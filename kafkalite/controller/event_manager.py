@@ -9,6 +9,8 @@ import time
 from abc import ABC, abstractmethod
 from typing import Optional
 
+from kafkalite.tasks import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 
@@ -68,11 +70,7 @@ class ControllerEventManager:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await cancel_and_wait(self._task)
             self._task = None
         while not self._queue.empty():
             self._queue.get_nowait().preempt()

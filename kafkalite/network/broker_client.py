@@ -143,7 +143,11 @@ class BrokerConnection:
         self._drop("closed")
         if writer is not None:
             try:
-                await writer.wait_closed()
+                # a peer that stopped reading (paused, cut off) must not hold a shutdown: the
+                # socket is aborted when closing does not finish within a second
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+            except asyncio.TimeoutError:
+                writer.transport.abort()
             except OSError:
                 pass
 

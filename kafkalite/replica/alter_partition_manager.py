@@ -30,6 +30,7 @@ from kafkalite.config.server_config import KafkaConfig
 from kafkalite.network.broker_client import BrokerConnection
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.protocol.inter_broker import IBP_3_9_VERSIONS, AlterPartitionRequest
+from kafkalite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -167,12 +168,7 @@ class AlterPartitionManager:
     async def shutdown(self) -> None:
         self._shut_down = True
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
         await self._close_connection()
         items, self.unsent_isr_updates = list(self.unsent_isr_updates.values()), {}
         for item in items:

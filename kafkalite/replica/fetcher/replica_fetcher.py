@@ -33,6 +33,7 @@ from kafkalite.replica.fetcher.fetch_state import (EpochEndOffset, InitialFetchS
                                                    PartitionFetchState, ReplicaFetchPhase,
                                                    initial_partition_fetch_state, offset_truncation_state,
                                                    out_of_range_fetch_offset)
+from kafkalite.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from kafkalite.replica.partition import Partition
@@ -74,6 +75,7 @@ class ReplicaFetcher:
         self._states: OrderedDict[TopicPartition, PartitionFetchState] = OrderedDict()
         self._wakeup = asyncio.Event()
         self._task: Optional[asyncio.Task[None]] = None
+        self._stopping = False
         self._connection = BrokerConnection(source_endpoint[0], source_endpoint[1],
                                             client_id=f"broker-{broker_id}-fetcher-{fetcher_id}",
                                             request_timeout_ms=config.replica_socket_timeout_ms)
@@ -140,17 +142,17 @@ class ReplicaFetcher:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
+        self._stopping = True
         if task is not None:
             log.info("[%s] Shutting down", self.name)
-            task.cancel()
-            # wait() neither raises the task's CancelledError nor swallows a cancellation of this call
-            await asyncio.wait([task])
+            # (the loop also checks _stopping: a cancellation can be lost, see kafkalite.tasks)
+            await cancel_and_wait(task)
         await self._connection.close()
         if task is not None:
             log.info("[%s] Shutdown completed", self.name)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self._maybe_truncate()
                 if not await self._maybe_fetch():
