@@ -194,8 +194,9 @@ def make(services: BrokerServices) -> ApiSpec:
                 aborted_transactions=None if r.aborted_transactions is None else [
                     P.AbortedTransaction(producer_id=pid, first_offset=first)
                     for pid, first in r.aborted_transactions],
+                # a tagged field: left out (None) unless the follower must truncate
                 diverging_epoch=P.EpochEndOffset(epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])
-                if r.diverging_epoch is not None else P.EpochEndOffset(epoch=-1, end_offset=-1),
+                if r.diverging_epoch is not None else None,
                 preferred_read_replica=r.preferred_read_replica,
                 records=None if cp.key in null_records else r.records()))
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
