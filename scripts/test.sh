@@ -5,13 +5,13 @@ cd "$(dirname "$0")/.."
 # Debian: kcat (a test client), a JDK (the Java clients, Spark, Apache Kafka 3.9 as the
 # differential oracle), ZooKeeper (the real server the oracle and cluster tests run on) and Maven
 # (resolves Kafka, Spark's Kafka connector and kafka-clients from Maven Central into a cache
-# outside the repository, once), iptables (network partitions between brokers in network
-# namespaces, tests/support/netfaults.py).
+# outside the repository, once), iproute2 and iptables (network partitions between brokers in
+# network namespaces, tests/support/netfaults.py: `ip netns`, veth pairs, DROP rules).
 if [ "$(id -u)" = 0 ] && ! { command -v kcat && command -v javac && command -v mvn && command -v iptables \
-        && [ -f /usr/share/java/zookeeper.jar ]; } >/dev/null 2>&1; then
+        && command -v ip && [ -f /usr/share/java/zookeeper.jar ]; } >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat default-jdk-headless zookeeper \
-        maven iptables >/dev/null
+        maven iproute2 iptables >/dev/null
 fi
 # Go (the franz-go client tests, tests/go): Debian's golang is too old for go.mod, so the toolchain
 # comes from the Go module proxy into /usr/local/go, where tests/support/gocheck.py finds it.
