@@ -57,6 +57,8 @@ from typing import Any, Callable, Optional
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import bench_scale as scale
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_RE = re.compile(r"kafkalite ready: broker (\d+) listening on PLAINTEXT://(\S+):(\d+)")
 STARTED_IN_RE = re.compile(r"started in ([0-9.]+) s")
@@ -86,7 +88,15 @@ KAFKA_JVM_FLAGS = ("-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPaus
 # figures). Options given explicitly still win.
 QUICK = {"messages": 3000, "warmup_messages": 300, "repeat": 1, "starts": 1,
          "latency_sends": 100, "latency_warmup": 200, "commit_seconds": 0.5,
-         "async_commits": 200}
+         "async_commits": 200, "scale_messages": 600, "stall_fetch_mib": 1,
+         "stall_flush_mib": 1, "stall_flush_messages": 100, "stall_create_partitions": 20,
+         "stall_fetches": 1, "stall_idle_seconds": 0.2}
+# Kafka's brokers of the scale rounds: a killed broker's ZooKeeper session expires after this
+# (its default 18 s would only lengthen the untimed wait before the restart after SIGKILL).
+SCALE_KAFKA_OVERRIDES = ("zookeeper.session.timeout.ms=6000",)
+# --scale: the measurements of issue 13 added to --only.
+SCALE = ("produce-1000", "produce-10000", "restart-10000", "stall-fetch", "stall-flush",
+         "stall-create")
 
 
 class BenchError(RuntimeError):
@@ -164,6 +174,37 @@ class KafkaliteBroker:
 
     def start(self) -> "KafkaliteBroker":
         self._tmp = tempfile.TemporaryDirectory(prefix="kafkalite-bench-")
+        return self._spawn()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "broker not started"
+        return self.proc.pid
+
+    def halt(self, sig: int, timeout: float = 120.0) -> float:
+        """Sends `sig`; seconds until the process exited. The log dir stays for respawn()."""
+        proc, self.proc = self.proc, None
+        assert proc is not None, "broker not started"
+        t0 = time.perf_counter()
+        proc.send_signal(sig)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            raise BenchError(f"kafkalite did not exit within {timeout:.0f} s of signal {sig}")
+        if sig == signal.SIGTERM:
+            self.exit_codes.append(code)
+        return time.perf_counter() - t0
+
+    def respawn(self) -> "KafkaliteBroker":
+        """The broker again on the same log dir and port (after halt())."""
+        assert self._tmp is not None and self.port is not None, "broker never started"
+        self.listen_port = self.port
+        return self._spawn()
+
+    def _spawn(self) -> "KafkaliteBroker":
+        assert self._tmp is not None
         log_dir = Path(self._tmp.name) / "logs"
         cmd = [sys.executable, "-m", "kafkalite", "serve",
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.listen_port}",
@@ -287,6 +328,56 @@ class KafkaBroker:
 
     def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
         create_topic_by_admin(self.bootstrap, topic, partitions, timeout)
+
+    @property
+    def pid(self) -> int:
+        assert self.oracle is not None and self.oracle.proc is not None, "broker not started"
+        return int(self.oracle.proc.pid)
+
+    def halt(self, sig: int, timeout: float = 120.0) -> float:
+        """Sends `sig` to the JVM; seconds until it exited. Log dir and ZooKeeper stay."""
+        assert self.oracle is not None and self.oracle.proc is not None, "broker not started"
+        proc = self.oracle.proc
+        t0 = time.perf_counter()
+        proc.send_signal(sig)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            raise BenchError(f"Kafka did not exit within {timeout:.0f} s of signal {sig}")
+        finally:
+            self.oracle.proc = None
+        if sig == signal.SIGTERM:
+            self.exit_codes.append(code)
+        return time.perf_counter() - t0
+
+    def respawn(self) -> "KafkaBroker":
+        """The same broker (log dir, port, ZooKeeper) again after halt()."""
+        assert self.oracle is not None, "broker never started"
+        self.oracle.start(timeout=self.ready_timeout)
+        return self
+
+    def wait_session_expired(self, timeout: float) -> float:
+        """After a SIGKILL, until ZooKeeper has expired the dead broker's session: its
+        ephemeral /brokers/ids/<id> (and /controller) must be gone, or the new process exits
+        with NodeExists at registration. Seconds waited (not part of the restart figure: it is
+        zookeeper.session.timeout.ms, a ZooKeeper-mode cost kafkalite does not have)."""
+        from kazoo.client import KazooClient
+        assert self.oracle is not None and self.zookeeper is not None
+        zk = KazooClient(hosts=self.zookeeper.connect_string + self.oracle.chroot,
+                         timeout=10.0)
+        zk.start(timeout=10.0)
+        t0 = time.monotonic()
+        try:
+            while zk.exists(f"/brokers/ids/{self.oracle.broker_id}") or zk.exists("/controller"):
+                if time.monotonic() - t0 > timeout:
+                    raise BenchError("the killed Kafka's ZooKeeper session never expired")
+                time.sleep(0.05)
+        finally:
+            zk.stop()
+            zk.close()
+        return time.monotonic() - t0
 
     def cpu_seconds(self) -> float:
         """CPU time of the broker's JVM so far (every thread: GC and JIT compilers too)."""
@@ -1275,12 +1366,149 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                         results.add("latency_warm_p99_ms", name, last.p99)
                     print(f"[bench]   first p50 {first.p50:.3f} ms, p99 {first.p99:.3f} ms; "
                           f"last p50 {last.p50:.3f} ms, p99 {last.p99:.3f} ms", file=sys.stderr)
+        stall_targets = [n for n in live if n != MOCK]
+        for phase in scale.STALL_PHASES:
+            if phase not in args.only:
+                continue
+            for name in stall_targets:
+                run_stall(results, rnd, args, targets[name], phase, value)
         for name in live:
             note = getattr(targets[name], "partition_count_note", "")
             if note and note not in results.notes:
                 results.notes.append(note)
     finally:
         for t in targets.values():
+            try:
+                t.stop()
+            except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
+                print(f"[bench] stopping {t.name}: {e}", file=sys.stderr)
+            results.record_stops(t)
+
+
+def run_stall(results: Results, rnd: int, args: argparse.Namespace, t: Target, phase: str,
+              value: bytes) -> None:
+    """One stall measurement on a running broker (the idle probe first, once per round)."""
+    load_name = phase.split("-", 1)[1]
+    if f"stall_idle_max_ms" not in results.values or \
+            len(results.values["stall_idle_max_ms"].get(t.name, [])) <= rnd:
+        print(f"[bench] round {rnd + 1}: stall probe, idle {args.stall_idle_seconds:g} s "
+              f"-> {t.name}", file=sys.stderr)
+        r = run_phase(results, phase, t, lambda: scale.measure_stall(
+            t.bootstrap, lambda: time.sleep(args.stall_idle_seconds), args.probe_interval_ms,
+            args.timeout))
+        if r is not None:
+            results.add("stall_idle_p99_ms", t.name, r.p99)
+            results.add("stall_idle_max_ms", t.name, r.max)
+    topic = f"bench-{phase}-r{rnd}"
+    if load_name == "fetch":
+        messages = args.stall_fetch_mib * MIB // len(value)
+
+        def load() -> None:
+            scale.fetch_big(t.bootstrap, topic, messages, args.stall_fetch_mib * MIB,
+                            args.stall_fetches, args.timeout)
+
+        def prepare() -> None:
+            scale.create_topic(t.bootstrap, topic, 1, args.timeout)
+            scale.produce_spread(t.bootstrap, topic, 1, messages, value, args.timeout)
+        what = (f"{args.stall_fetches} x fetch of {args.stall_fetch_mib} MiB "
+                f"(max.partition.fetch.bytes = {args.stall_fetch_mib} MiB)")
+    elif load_name == "flush":
+        messages = args.stall_flush_mib * MIB // len(value)
+
+        def load() -> None:
+            scale.produce_spread(t.bootstrap, topic, 1, messages, value, args.timeout)
+
+        def prepare() -> None:
+            scale.create_topic(t.bootstrap, topic, 1, args.timeout,
+                               {"flush.messages": str(args.stall_flush_messages)})
+        what = (f"produce {args.stall_flush_mib} MiB into a topic with flush.messages="
+                f"{args.stall_flush_messages}")
+    else:
+        created: list[float] = []
+
+        def load() -> None:
+            created.append(scale.create_topic(t.bootstrap, topic, args.stall_create_partitions,
+                                              args.timeout))
+
+        def prepare() -> None:
+            pass
+        what = f"CreateTopics of {args.stall_create_partitions} partitions until all led"
+    if run_phase(results, phase, t, lambda: (prepare(), True)[1]) is None:
+        return
+    print(f"[bench] round {rnd + 1}: stall probe during {what} -> {t.name}", file=sys.stderr)
+    r = run_phase(results, phase, t, lambda: scale.measure_stall(
+        t.bootstrap, load, args.probe_interval_ms, args.timeout))
+    if r is not None:
+        results.add(f"stall_{load_name}_p99_ms", t.name, r.p99)
+        results.add(f"stall_{load_name}_max_ms", t.name, r.max)
+        if load_name == "create" and created:
+            results.add("stall_create_ms", t.name, created[0] * 1000.0)
+        print(f"[bench]   probe p99 {r.p99:.2f} ms, max {r.max:.1f} ms over "
+              f"{len(r.samples_ms)} answers; load {r.load_s:.2f} s", file=sys.stderr)
+
+
+def run_scale_round(results: Results, rnd: int, args: argparse.Namespace, order: list[str],
+                    partitions: int) -> None:
+    """produce-N and restart-N: each target alone, fresh, with one N-partition topic."""
+    do_produce = f"produce-{partitions}" in args.only
+    do_restart = f"restart-{partitions}" in args.only
+    value = os.urandom(args.value_size)
+    topic = f"bench-scale-{partitions}-r{rnd}"
+    for name in order:
+        if name == MOCK and not do_produce:
+            continue
+        phase = f"produce-{partitions}" if do_produce else f"restart-{partitions}"
+        t = start_target(results, name, args,
+                         SCALE_KAFKA_OVERRIDES if name == KAFKA else ())
+        if t is None:
+            continue
+        print(f"[bench] round {rnd + 1}: {partitions} partitions -> {name}", file=sys.stderr)
+        try:
+            pid = getattr(t, "pid", None)
+            before = scale.process_resources(pid) if pid else None
+            created = run_phase(results, phase, t, lambda: scale.create_topic(
+                t.bootstrap, topic, partitions, args.timeout) if name != MOCK
+                else (t.create_topic(topic, partitions, args.timeout), 0.0)[1])
+            if created is None:
+                continue
+            if name != MOCK:
+                results.add(f"create_p{partitions}_ms", name, created * 1000.0)
+            if do_produce:
+                r = run_phase(results, phase, t, lambda: scale.produce_spread(
+                    t.bootstrap, topic, partitions, args.scale_messages, value, args.timeout))
+                if r is not None:
+                    results.add(f"produce_p{partitions}_mb_s", name, r.mb_s)
+                    print(f"[bench]   {r.mb_s:.1f} MB/s over {partitions} partitions "
+                          f"({r.seconds:.2f} s)", file=sys.stderr)
+            if pid and before is not None:
+                after = scale.process_resources(pid)
+                results.add(f"rss_p{partitions}_mib", name, after.rss_kib / 1024.0)
+                results.add(f"fds_p{partitions}", name, float(after.fds))
+                results.add(f"rss_per_partition_p{partitions}_kib", name,
+                            (after.rss_kib - before.rss_kib) / partitions)
+                results.add(f"fds_per_partition_p{partitions}", name,
+                            (after.fds - before.fds) / partitions)
+                print(f"[bench]   VmRSS {before.rss_kib / 1024:.0f} -> "
+                      f"{after.rss_kib / 1024:.0f} MiB, descriptors {before.fds} -> "
+                      f"{after.fds}", file=sys.stderr)
+            if do_restart and name != MOCK:
+                t.ready_timeout = args.timeout
+                for sig, label in ((signal.SIGTERM, "sigterm"), (signal.SIGKILL, "sigkill")):
+                    rr = run_phase(results, f"restart-{partitions}", t,
+                                   lambda: scale.measure_restart(t, topic, partitions, sig,
+                                                                 args.timeout))
+                    if rr is None:
+                        break
+                    if rr.stop_s is not None:
+                        results.add(f"shutdown_p{partitions}_ms", name, rr.stop_s * 1000.0)
+                    results.add(f"restart_{label}_p{partitions}_leaders_ms", name,
+                                rr.leaders_s * 1000.0)
+                    results.add(f"restart_{label}_p{partitions}_ms", name, rr.produce_s * 1000.0)
+                    print(f"[bench]   after {label.upper()}: all led {rr.leaders_s:.2f} s, a "
+                          f"record in each {rr.produce_s:.2f} s"
+                          + (f" (exit took {rr.stop_s:.2f} s)" if rr.stop_s is not None else ""),
+                          file=sys.stderr)
+        finally:
             try:
                 t.stop()
             except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
@@ -1460,6 +1688,87 @@ ROWS = [
 ]
 
 
+BROKER_TARGETS = (KAFKALITE, KAFKA)
+
+
+def stall_label(load: str, args: argparse.Namespace) -> str:
+    return {"idle": "no load",
+            "fetch": f"during {args.stall_fetch_mib} MiB fetches",
+            "flush": f"during produce with flush.messages={args.stall_flush_messages}",
+            "create": f"during CreateTopics of {args.stall_create_partitions:,} partitions",
+            }[load]
+
+
+def scale_rows(args: argparse.Namespace) -> list[Row]:
+    """The rows of the scale measurements selected, in the order of --only."""
+    rows: list[Row] = []
+    sizes = sorted({n for p in args.only if (sp := scale.scale_phase(p)) for n in [sp[1]]})
+    for n in sizes:
+        ph = f"produce-{n}" if f"produce-{n}" in args.only else f"restart-{n}"
+        if f"produce-{n}" in args.only:
+            rows += [
+                Row(f"produce_p{n}_mb_s", f"produce over {n:,} partitions (MB/s)", "{:.1f}", ph),
+                Row(f"produce_p{n}_of_3", f"produce over {n:,} partitions / over 3, same target",
+                    "{:.2f}", ph, ratio=False),
+            ]
+        rows += [
+            Row(f"create_p{n}_ms", f"CreateTopics of {n:,} partitions until all led (ms)",
+                "{:,.0f}", ph, targets=BROKER_TARGETS),
+            Row(f"rss_p{n}_mib", f"VmRSS with {n:,} partitions (MiB)", "{:,.0f}", ph,
+                targets=BROKER_TARGETS),
+            Row(f"rss_per_partition_p{n}_kib", f"VmRSS per partition, {n:,} partitions (KiB)",
+                "{:.1f}", ph, targets=BROKER_TARGETS),
+            Row(f"fds_p{n}", f"open descriptors with {n:,} partitions", "{:,.0f}", ph,
+                targets=BROKER_TARGETS),
+            Row(f"fds_per_partition_p{n}", f"descriptors per partition, {n:,} partitions",
+                "{:.2f}", ph, targets=BROKER_TARGETS),
+        ]
+        if f"restart-{n}" in args.only:
+            rp = f"restart-{n}"
+            rows += [
+                Row(f"shutdown_p{n}_ms", f"SIGTERM to exit, {n:,} partitions (ms)", "{:,.0f}",
+                    rp, targets=BROKER_TARGETS),
+                Row(f"restart_sigterm_p{n}_leaders_ms",
+                    f"restart after SIGTERM, {n:,} partitions: spawn to all led (ms)",
+                    "{:,.0f}", rp, targets=BROKER_TARGETS),
+                Row(f"restart_sigterm_p{n}_ms",
+                    f"restart after SIGTERM, {n:,} partitions: spawn to a record in each (ms)",
+                    "{:,.0f}", rp, targets=BROKER_TARGETS),
+                Row(f"restart_sigkill_p{n}_leaders_ms",
+                    f"restart after SIGKILL, {n:,} partitions: spawn to all led (ms)",
+                    "{:,.0f}", rp, targets=BROKER_TARGETS),
+                Row(f"restart_sigkill_p{n}_ms",
+                    f"restart after SIGKILL, {n:,} partitions: spawn to a record in each (ms)",
+                    "{:,.0f}", rp, targets=BROKER_TARGETS),
+            ]
+    stalls = [p for p in scale.STALL_PHASES if p in args.only]
+    for load in (["idle"] if stalls else []) + [p.split("-", 1)[1] for p in stalls]:
+        ph = stalls[0] if load == "idle" else f"stall-{load}"
+        for stat in ("p99", "max"):
+            rows.append(Row(f"stall_{load}_{stat}_ms",
+                            f"other client's ApiVersions {stat}, {stall_label(load, args)} (ms)",
+                            "{:.2f}" if stat == "p99" else "{:.1f}", ph,
+                            targets=BROKER_TARGETS))
+        if load == "create":
+            rows.append(Row("stall_create_ms", f"CreateTopics of {args.stall_create_partitions:,}"
+                            " partitions under the probe, until all led (ms)", "{:,.0f}", ph,
+                            targets=BROKER_TARGETS))
+    return rows
+
+
+def add_derived(results: Results, args: argparse.Namespace) -> None:
+    """produce over N partitions as a share of the same target's 3-partition figure."""
+    for p in args.only:
+        sp = scale.scale_phase(p)
+        if sp is None or sp[0] != "produce":
+            continue
+        for t in TARGETS:
+            many = results.median(f"produce_p{sp[1]}_mb_s", t)
+            three = results.median("produce_mb_s", t)
+            if many is not None and three:
+                results.add(f"produce_p{sp[1]}_of_3", t, many / three)
+
+
 def cell(results: Results, metric: str, target: str, fmt: str, phase: str) -> str:
     med = results.median(metric, target)
     n = len(results.values.get(metric, {}).get(target, []))
@@ -1487,7 +1796,7 @@ def markdown_table(results: Results, args: argparse.Namespace) -> str:
     head = ["measurement"] + [LABELS[t] for t in shown] + \
         [f"kafkalite/{'Kafka' if r == KAFKA else 'mock'}" for r in refs]
     lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
-    for row in ROWS:
+    for row in ROWS + scale_rows(args):
         if row.phase not in args.only:
             continue
         if row.metric not in results.values and row.phase not in results.errors:
@@ -1597,6 +1906,24 @@ def _parser() -> argparse.ArgumentParser:
                     help="commit: duration of the synchronous commit loop (default 3 s)")
     ap.add_argument("--async-commits", type=int, default=5000,
                     help="commit: asynchronous commits issued back to back (default 5000)")
+    ap.add_argument("--scale", action="store_true",
+                    help="add the scale measurements to --only: " + ",".join(SCALE))
+    ap.add_argument("--scale-messages", type=int, default=50 * MIB // 1024,
+                    help="produce-N: messages spread over the N partitions (default 51200)")
+    ap.add_argument("--stall-fetch-mib", type=int, default=50,
+                    help="stall-fetch: MiB in the partition and max.partition.fetch.bytes")
+    ap.add_argument("--stall-fetches", type=int, default=3,
+                    help="stall-fetch: consumers reading it all, one after the other")
+    ap.add_argument("--stall-flush-mib", type=int, default=50,
+                    help="stall-flush: MiB produced into the flush.messages topic")
+    ap.add_argument("--stall-flush-messages", type=int, default=5000,
+                    help="stall-flush: the topic's flush.messages (an fsync every K messages)")
+    ap.add_argument("--stall-create-partitions", type=int, default=1000,
+                    help="stall-create: partitions of the topic created under the probe")
+    ap.add_argument("--stall-idle-seconds", type=float, default=2.0,
+                    help="the probe with no load, for reference (s)")
+    ap.add_argument("--probe-interval-ms", type=float, default=1.0,
+                    help="stall probe: pause after each ApiVersions answer (ms)")
     ap.add_argument("--ready-timeout", type=float, default=60.0,
                     help="limit for `kafkalite serve` to print its ready line (s)")
     return ap
@@ -1605,7 +1932,9 @@ def _parser() -> argparse.ArgumentParser:
 def _checked(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
     args.kafka_jvm_flags = tuple(shlex.split(args.kafka_jvm_flags))
     args.only = [p.strip() for p in args.only.split(",") if p.strip()]
-    bad = [p for p in args.only if p not in PHASES]
+    if args.scale:
+        args.only += [p for p in SCALE if p not in args.only]
+    bad = [p for p in args.only if p not in PHASES and not scale.is_scale_phase(p)]
     args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     bad += [t for t in args.targets if t not in TARGETS]
     if bad:
@@ -1621,9 +1950,26 @@ def _checked(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.
     if args.session_timeout_ms < 1000:
         ap.error("--session-timeout-ms >= 1000 (kafkalite runs with group.min.session.timeout.ms"
                  "=1000)")
+    if min(args.scale_messages, args.stall_fetch_mib, args.stall_fetches, args.stall_flush_mib,
+           args.stall_flush_messages, args.stall_create_partitions) < 1 \
+            or args.stall_idle_seconds <= 0 or args.probe_interval_ms < 0:
+        ap.error("scale and stall sizes >= 1, --stall-idle-seconds > 0")
     if args.commit_seconds <= 0 or args.async_commits < 1 or args.trickle_ms <= 0:
         ap.error("--commit-seconds, --trickle-ms > 0 and --async-commits >= 1")
     return args
+
+
+def raise_nofile_limit() -> list[int]:
+    """RLIMIT_NOFILE's soft limit raised to the hard one, for this process and so for every
+    broker it starts (many partitions need many descriptors); [soft, hard] as they are now."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+    return list(resource.getrlimit(resource.RLIMIT_NOFILE))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -1633,6 +1979,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     env["targets"] = list(args.targets)
     env["warmup_messages"] = args.warmup_messages
     env["latency_warmup"] = args.latency_warmup
+    env["only"] = list(args.only)
+    env["nofile_limit"] = raise_nofile_limit()
+    if any(scale.is_scale_phase(p) for p in args.only):
+        env.update({k: getattr(args, k) for k in (
+            "scale_messages", "stall_fetch_mib", "stall_fetches", "stall_flush_mib",
+            "stall_flush_messages", "stall_create_partitions", "stall_idle_seconds",
+            "probe_interval_ms")})
     if KAFKA in args.targets:
         env["kafka_version"] = LABELS[KAFKA]
         env["kafka_jvm_flags"] = list(args.kafka_jvm_flags)
@@ -1640,9 +1993,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     results = Results()
     t0 = time.monotonic()
     order = [t for t in TARGETS if t in args.targets]
-    if any(p in args.only for p in ("produce", "consume", "latency")):
+    if any(p in args.only for p in ("produce", "consume", "latency") + scale.STALL_PHASES):
         for rnd in range(args.repeat):
             run_round(results, rnd, args, rotated(order, rnd))
+    sizes = sorted({sp[1] for p in args.only if (sp := scale.scale_phase(p))})
+    for n in sizes:
+        for rnd in range(args.repeat):
+            run_scale_round(results, rnd, args, rotated(order, rnd), n)
+    add_derived(results, args)
     if any(p in args.only for p in GROUP_PHASES):
         for rnd in range(args.repeat):
             run_group_round(results, rnd, args, rotated(order, rnd))
@@ -1665,6 +2023,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     if KAFKA in args.targets:
         print(f"Apache Kafka: {env['java']}, ZooKeeper mode, JVM flags "
               + " ".join(args.kafka_jvm_flags))
+    if any(scale.is_scale_phase(p) for p in args.only):
+        print(f"scale: produce-N {args.scale_messages} x {args.value_size} B round-robin over N "
+              f"partitions, each target alone on a fresh broker; restart ready = Metadata shows "
+              f"every partition led / a record acknowledged by each, from the spawn; stall probe: "
+              f"ApiVersions v0 every {args.probe_interval_ms:g} ms after the answer, from a "
+              f"process of its own; stall-fetch {args.stall_fetches} x {args.stall_fetch_mib} "
+              f"MiB, stall-flush {args.stall_flush_mib} MiB with flush.messages="
+              f"{args.stall_flush_messages}, stall-create {args.stall_create_partitions} "
+              f"partitions; RLIMIT_NOFILE {env['nofile_limit'][0]}")
     if any(p in args.only for p in GROUP_PHASES):
         print(f"groups: session.timeout.ms {args.session_timeout_ms}, heartbeat.interval.ms "
               f"{args.heartbeat_ms}, {GROUP_PARTITIONS} partitions, one message per partition "
