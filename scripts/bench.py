@@ -24,11 +24,18 @@ Measurements (see docs/benchmarks.md for the method):
   commit   -- consumer groups: one member of a group commits offsets of its 3 partitions,
               synchronously in a loop (commits/s, one OffsetCommit round trip each), then
               asynchronously (pipelined; commits/s until the last is acknowledged).
+  The consumer-group phases and the stall-* phases run at the end of each round, on its brokers.
+  Scale (issue 13; scripts/bench_scale.py says how each is measured):
+  produce-N, restart-N  -- produce over N partitions; VmRSS and descriptors per partition;
+              restart after SIGTERM and after SIGKILL (spawn to all led / to a record in each).
+  stall-fetch, stall-flush, stall-create -- another client's ApiVersions p99 / max while a
+              50 MiB fetch, produce with forced flushes, a 1,000-partition CreateTopics run.
 
 Usage:
   python scripts/bench.py [--messages N] [--repeat R] [--targets kafkalite,kafka,mock]
-                          [--only produce,consume,latency,startup,rebalance,commit]
-                          [--json out.json] [--quick]
+                          [--only produce,consume,latency,startup,rebalance,commit,
+                                  produce-1000,restart-10000,stall-fetch,...]
+                          [--scale] [--json out.json] [--quick]
 """
 from __future__ import annotations
 
@@ -195,7 +202,15 @@ class KafkaliteBroker:
             raise BenchError(f"kafkalite did not exit within {timeout:.0f} s of signal {sig}")
         if sig == signal.SIGTERM:
             self.exit_codes.append(code)
+            self._report_unclean(code)
         return time.perf_counter() - t0
+
+    def _report_unclean(self, code: int) -> None:
+        """A SIGTERM that did not end in exit 0 is shown with the broker's last words."""
+        if code != 0:
+            time.sleep(0.2)  # the stderr reader drains what the process wrote last
+            print(f"[bench] kafkalite exited {code} on SIGTERM; stderr tail:\n  "
+                  + "\n  ".join(self.stderr_tail[-15:]), file=sys.stderr)
 
     def respawn(self) -> "KafkaliteBroker":
         """The broker again on the same log dir and port (after halt())."""
@@ -267,6 +282,7 @@ class KafkaliteBroker:
                 try:
                     proc.send_signal(signal.SIGTERM)
                     self.exit_codes.append(proc.wait(timeout))
+                    self._report_unclean(self.exit_codes[-1])
                 except subprocess.TimeoutExpired:
                     self.exit_codes.append(-int(signal.SIGKILL))
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -1275,10 +1291,13 @@ def start_target(results: Results, name: str, args: argparse.Namespace,
 
 
 def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[str]) -> None:
+    """One round on one start of each target: produce, consume, latency, the stall loads, then
+    the consumer-group phases (the brokers get the fast group settings only when those run)."""
     targets: dict[str, Target] = {}
+    groups = any(p in args.only for p in GROUP_PHASES)
     try:
         for name in order:
-            t = start_target(results, name, args)
+            t = start_target(results, name, args, GROUP_BROKER_OVERRIDES if groups else ())
             if t is not None:
                 targets[name] = t
         live = [n for n in order if n in targets]
@@ -1372,7 +1391,9 @@ def run_round(results: Results, rnd: int, args: argparse.Namespace, order: list[
                 continue
             for name in stall_targets:
                 run_stall(results, rnd, args, targets[name], phase, value)
-        for name in live:
+        if groups:
+            run_group_phases(results, rnd, args, targets, [n for n in order if n in targets])
+        for name in [n for n in order if n in targets]:
             note = getattr(targets[name], "partition_count_note", "")
             if note and note not in results.notes:
                 results.notes.append(note)
@@ -1464,6 +1485,15 @@ def run_scale_round(results: Results, rnd: int, args: argparse.Namespace, order:
             continue
         print(f"[bench] round {rnd + 1}: {partitions} partitions -> {name}", file=sys.stderr)
         try:
+            if args.warmup_messages:
+                # As in the rounds: the JVM compiles its produce path before the clock runs
+                # (on a 3-partition topic of its own: the N partitions stay untouched).
+                warm = f"bench-scale-warm-r{rnd}"
+                run_phase(results, "warm-up", t, lambda: (
+                    t.create_topic(warm, PARTITIONS),
+                    measure_consume(t.bootstrap, warm, measure_produce(
+                        t.bootstrap, warm, args.warmup_messages, value, args.timeout).messages,
+                        value, args.timeout)))
             pid = getattr(t, "pid", None)
             before = scale.process_resources(pid) if pid else None
             created = run_phase(results, phase, t, lambda: scale.create_topic(
@@ -1516,72 +1546,60 @@ def run_scale_round(results: Results, rnd: int, args: argparse.Namespace, order:
             results.record_stops(t)
 
 
-def run_group_round(results: Results, rnd: int, args: argparse.Namespace,
-                    order: list[str]) -> None:
-    """Fresh targets with fast group settings; rebalance and commit measurements on each."""
+def run_group_phases(results: Results, rnd: int, args: argparse.Namespace,
+                     targets: dict[str, Target], order: list[str]) -> None:
+    """Rebalance and commit measurements on the round's targets (started with the fast group
+    settings); a target whose group topics cannot be created is stopped and dropped."""
     settings = GroupSettings(args.session_timeout_ms, args.heartbeat_ms, args.trickle_ms)
-    targets: dict[str, Target] = {}
-    try:
-        for name in order:
-            t = start_target(results, name, args, GROUP_BROKER_OVERRIDES)
-            if t is not None:
-                targets[name] = t
-        topic, ctopic = f"bench-grp-r{rnd}", f"bench-commit-r{rnd}"
-        for name in list(targets):
-            t = targets[name]
+    topic, ctopic = f"bench-grp-r{rnd}", f"bench-commit-r{rnd}"
+    for name in list(targets):
+        t = targets[name]
 
-            def setup() -> bool:
-                if name == MOCK:
-                    t.set_group_initial_rebalance_delay_ms(0)
-                t.create_topic(topic, GROUP_PARTITIONS)
-                t.create_topic(ctopic, PARTITIONS)
-                return True
-            if run_phase(results, "setup", t, setup) is None:
-                stopping = targets.pop(name)
-                stopping.stop()
-                results.record_stops(stopping)
-        live = [n for n in order if n in targets]
+        def setup() -> bool:
+            if name == MOCK:
+                t.set_group_initial_rebalance_delay_ms(0)
+            t.create_topic(topic, GROUP_PARTITIONS)
+            t.create_topic(ctopic, PARTITIONS)
+            return True
+        if run_phase(results, "setup", t, setup) is None:
+            stopping = targets.pop(name)
+            stopping.stop()
+            results.record_stops(stopping)
+    live = [n for n in order if n in targets]
 
-        if "rebalance" in args.only:
-            for assignor in ASSIGNORS:
-                for name in live:
-                    t = targets[name]
-                    print(f"[bench] round {rnd + 1}: rebalance 3 -> 4 members, {assignor} "
-                          f"<- {name}", file=sys.stderr)
-                    r = run_phase(results, "rebalance", t, lambda: measure_rebalance(
-                        t.bootstrap, topic, f"bench-{assignor}-r{rnd}", assignor, settings,
-                        args.timeout))
-                    if r is not None:
-                        results.add(f"rebalance_{assignor}_ms", name, r.to_consuming_ms)
-                        results.add(f"rebalance_{assignor}_assigned_ms", name, r.to_assigned_ms)
-                        print(f"[bench]   all four consuming after {r.to_consuming_ms:.0f} ms "
-                              f"(last assignment callback {r.to_assigned_ms:.0f} ms; three "
-                              f"stable after {r.setup_s:.1f} s)", file=sys.stderr)
-
-        if "commit" in args.only:
+    if "rebalance" in args.only:
+        for assignor in ASSIGNORS:
             for name in live:
                 t = targets[name]
-                print(f"[bench] round {rnd + 1}: OffsetCommit <- {name}", file=sys.stderr)
-                c = run_phase(results, "commit", t, lambda: measure_commits(
-                    t.bootstrap, ctopic, f"bench-commit-r{rnd}", settings, args.commit_seconds,
-                    args.async_commits, args.timeout,
-                    getattr(t, "cpu_seconds", None)))
-                if c is not None:
-                    results.add("commit_sync_per_s", name, c.sync_per_s)
-                    results.add("commit_async_per_s", name, c.async_per_s)
-                    if c.broker_cpu_s is not None:
-                        results.add("commit_broker_cpu_us", name,
-                                    c.broker_cpu_s / c.total_commits * 1e6)
-                    print(f"[bench]   sync {c.sync_per_s:,.0f}/s ({c.sync_commits} commits of "
-                          f"{c.partitions} partitions), async {c.async_per_s:,.0f}/s "
-                          f"({c.async_commits})", file=sys.stderr)
-    finally:
-        for t in targets.values():
-            try:
-                t.stop()
-            except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
-                print(f"[bench] stopping {t.name}: {e}", file=sys.stderr)
-            results.record_stops(t)
+                print(f"[bench] round {rnd + 1}: rebalance 3 -> 4 members, {assignor} "
+                      f"<- {name}", file=sys.stderr)
+                r = run_phase(results, "rebalance", t, lambda: measure_rebalance(
+                    t.bootstrap, topic, f"bench-{assignor}-r{rnd}", assignor, settings,
+                    args.timeout))
+                if r is not None:
+                    results.add(f"rebalance_{assignor}_ms", name, r.to_consuming_ms)
+                    results.add(f"rebalance_{assignor}_assigned_ms", name, r.to_assigned_ms)
+                    print(f"[bench]   all four consuming after {r.to_consuming_ms:.0f} ms "
+                          f"(last assignment callback {r.to_assigned_ms:.0f} ms; three "
+                          f"stable after {r.setup_s:.1f} s)", file=sys.stderr)
+
+    if "commit" in args.only:
+        for name in live:
+            t = targets[name]
+            print(f"[bench] round {rnd + 1}: OffsetCommit <- {name}", file=sys.stderr)
+            c = run_phase(results, "commit", t, lambda: measure_commits(
+                t.bootstrap, ctopic, f"bench-commit-r{rnd}", settings, args.commit_seconds,
+                args.async_commits, args.timeout,
+                getattr(t, "cpu_seconds", None)))
+            if c is not None:
+                results.add("commit_sync_per_s", name, c.sync_per_s)
+                results.add("commit_async_per_s", name, c.async_per_s)
+                if c.broker_cpu_s is not None:
+                    results.add("commit_broker_cpu_us", name,
+                                c.broker_cpu_s / c.total_commits * 1e6)
+                print(f"[bench]   sync {c.sync_per_s:,.0f}/s ({c.sync_commits} commits of "
+                      f"{c.partitions} partitions), async {c.async_per_s:,.0f}/s "
+                      f"({c.async_commits})", file=sys.stderr)
 
 
 def rotated(order: list[str], k: int) -> list[str]:
@@ -1993,7 +2011,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     results = Results()
     t0 = time.monotonic()
     order = [t for t in TARGETS if t in args.targets]
-    if any(p in args.only for p in ("produce", "consume", "latency") + scale.STALL_PHASES):
+    if any(p in args.only for p in PHASES[:3] + GROUP_PHASES + scale.STALL_PHASES):
         for rnd in range(args.repeat):
             run_round(results, rnd, args, rotated(order, rnd))
     sizes = sorted({sp[1] for p in args.only if (sp := scale.scale_phase(p))})
@@ -2001,9 +2019,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         for rnd in range(args.repeat):
             run_scale_round(results, rnd, args, rotated(order, rnd), n)
     add_derived(results, args)
-    if any(p in args.only for p in GROUP_PHASES):
-        for rnd in range(args.repeat):
-            run_group_round(results, rnd, args, rotated(order, rnd))
     if "startup" in args.only:
         run_startup(results, args)
     env["wall_seconds"] = round(time.monotonic() - t0, 1)

@@ -4,7 +4,8 @@ Kafka 3.9 with its ZooKeeper, librdkafka's mock) must complete and report every 
 No timing assertions: speed is the benchmark's business, not the tests'. What is checked is that
 every measurement ran on every target it applies to, with exact counts where there are counts
 (messages read back, rounds, starts, SIGTERM stops), and that the table carries the figures and
-the ratios.
+the ratios. Two runs: the classic phases with the stall probes on the same brokers, and the scale
+phases (many partitions, restart) at a tiny N; each starts every JVM as few times as it can.
 """
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ EXPECTED = {
     "commit_sync_per_s": EVERY,
     "commit_async_per_s": EVERY,
     "commit_broker_cpu_us": BROKERS,
+    # The stall probe (scripts/bench_scale.py) on the same brokers, no load and three loads.
+    **{f"stall_{load}_{stat}_ms": BROKERS for load in ("idle", "fetch", "flush", "create")
+       for stat in ("p99", "max")},
+    "stall_create_ms": BROKERS,
 }
 # table row label -> (cells for kafkalite, Kafka, mock, kafkalite/Kafka, kafkalite/mock):
 # "n" a figure, "r" a ratio, "-" none
@@ -72,6 +77,20 @@ TABLE = {
     "OffsetCommit, sync (commits/s)": "nnnrr",
     "OffsetCommit, async pipelined (commits/s)": "nnnrr",
     "OffsetCommit: broker CPU per commit (µs)": "nn-r-",
+    **{f"other client's ApiVersions {stat}, {what} (ms)": "nn-r-"
+       for what in ("no load", "during 1 MiB fetches", "during produce with flush.messages=100",
+                    "during CreateTopics of 20 partitions") for stat in ("p99", "max")},
+    "CreateTopics of 20 partitions under the probe, until all led (ms)": "nn-r-",
+}
+STALL_PHASES = "stall-fetch,stall-flush,stall-create"
+SCALE_N = 20  # partitions of the scale run
+SCALE_EXPECTED = {
+    f"produce_p{SCALE_N}_mb_s": EVERY,
+    **{f"{m}_p{SCALE_N}{unit}": BROKERS for m, unit in (
+        ("create", "_ms"), ("rss", "_mib"), ("rss_per_partition", "_kib"), ("fds", ""),
+        ("fds_per_partition", ""), ("shutdown", "_ms"))},
+    **{f"restart_{sig}_p{SCALE_N}{what}_ms": BROKERS for sig in ("sigterm", "sigkill")
+       for what in ("_leaders", "")},
 }
 
 
@@ -89,17 +108,38 @@ def _table_rows(stdout: str) -> dict[str, list[str]]:
     return rows
 
 
-@pytest.mark.timeout(900)
-def test_quick_bench_reports_every_figure_for_every_target(tmp_path: Path) -> None:
+def _run_bench(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     out_json = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "scripts/bench.py", "--quick", "--targets", "kafkalite,kafka,mock",
-         "--json", str(out_json)],
+         "--json", str(out_json), *options],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=840)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "FAILED" not in proc.stdout and "failures:" not in proc.stdout, proc.stdout
+    return proc, json.loads(out_json.read_text())
 
-    report = json.loads(out_json.read_text())
+
+def _check_one_value_each(report: dict, expected: dict[str, tuple[str, ...]],
+                          signed: frozenset[str] = frozenset()) -> None:
+    """One finite value per metric and target, positive unless the metric is in `signed` (a
+    difference, such as VmRSS grown per partition, which the kernel may also see shrink)."""
+    runs, medians = report["runs"], report["medians"]
+    assert set(runs) == set(expected)
+    for metric, targets in expected.items():
+        assert set(runs[metric]) == set(targets), metric
+        for target in targets:
+            # One round (or one start) each, so the median is that one value.
+            assert len(runs[metric][target]) == 1, (metric, target)
+            value = medians[metric][target]
+            assert value == runs[metric][target][0]
+            assert math.isfinite(value) and (value > 0 or metric in signed), \
+                (metric, target, value)
+
+
+@pytest.mark.timeout(900)
+def test_quick_bench_reports_every_figure_for_every_target(tmp_path: Path) -> None:
+    proc, report = _run_bench(
+        tmp_path, "--only", "produce,consume,latency,startup,rebalance,commit," + STALL_PHASES)
     assert report["errors"] == {}
     env = report["environment"]
     assert env["targets"] == ["kafkalite", "kafka", "mock"]
@@ -107,16 +147,8 @@ def test_quick_bench_reports_every_figure_for_every_target(tmp_path: Path) -> No
     assert "-XX:+UseG1GC" in env["kafka_jvm_flags"] and "-Xmx1G" in env["kafka_jvm_flags"]
     assert len(env["loadavg_at_start"]) == 3 and len(env["loadavg_at_end"]) == 3
 
-    runs, medians = report["runs"], report["medians"]
-    assert set(runs) == set(EXPECTED)
-    for metric, targets in EXPECTED.items():
-        assert set(runs[metric]) == set(targets), metric
-        for target in targets:
-            # One round (or one start) each, so the median is that one value.
-            assert len(runs[metric][target]) == 1, (metric, target)
-            value = medians[metric][target]
-            assert value == runs[metric][target][0]
-            assert math.isfinite(value) and value > 0, (metric, target, value)
+    _check_one_value_each(report, EXPECTED)
+    medians = report["medians"]
 
     # Both brokers keep everything: all 3,000 values read back (compared byte for byte by the
     # bench); the mock keeps the most recent few MB per partition, so at this size all too.
@@ -124,10 +156,11 @@ def test_quick_bench_reports_every_figure_for_every_target(tmp_path: Path) -> No
         assert medians["consume_messages_read"][target] == QUICK_MESSAGES, target
     assert medians["kafka_with_zookeeper_start_ms"]["kafka"] == pytest.approx(
         medians["zookeeper_start_ms"]["kafka"] + medians["start_to_api_versions_ms"]["kafka"])
-    # kafkalite is started three times (round, group round, start-up), Kafka likewise; every
-    # SIGTERM must end in a clean exit (kafkalite 0, the JVM 143 after its shutdown hook).
-    assert report["kafkalite_exit_codes"] == [0, 0, 0]
-    assert report["kafka_exit_codes"] == [143, 143, 143]
+    # kafkalite is started twice (the round, which also runs the group and stall phases, and
+    # the start-up), Kafka likewise; every SIGTERM must end in a clean exit (kafkalite 0, the
+    # JVM 143 after its shutdown hook).
+    assert report["kafkalite_exit_codes"] == [0, 0]
+    assert report["kafka_exit_codes"] == [143, 143]
 
     rows = _table_rows(proc.stdout)
     assert "| measurement | kafkalite | Apache Kafka 3.9.1 | librdkafka mock | kafkalite/Kafka " \
@@ -147,3 +180,45 @@ def test_quick_bench_reports_every_figure_for_every_target(tmp_path: Path) -> No
         produce["kafkalite"] / produce["kafka"], abs=0.006)
     assert _number(rows["produce throughput (msgs/s)"][4]) == pytest.approx(
         produce["kafkalite"] / produce["mock"], abs=0.006)
+
+
+@pytest.mark.timeout(900)
+def test_quick_scale_bench_reports_every_figure(tmp_path: Path) -> None:
+    """produce-N and restart-N at N = 20: a fresh broker each, produce spread over N, VmRSS and
+    descriptors, restart after SIGTERM and after SIGKILL; the mock produces only."""
+    proc, report = _run_bench(tmp_path, "--only", f"produce-{SCALE_N},restart-{SCALE_N}")
+    assert report["errors"] == {}
+    assert report["environment"]["scale_messages"] == 600
+    rss_per_partition = f"rss_per_partition_p{SCALE_N}_kib"
+    _check_one_value_each(report, SCALE_EXPECTED, frozenset({rss_per_partition}))
+    medians = report["medians"]
+    for target in BROKERS:
+        # Every partition holds at least its log's descriptor on both brokers.
+        assert medians[f"fds_p{SCALE_N}"][target] >= SCALE_N, target
+        # Ready means all led first, then a record acknowledged by every partition.
+        for sig in ("sigterm", "sigkill"):
+            assert medians[f"restart_{sig}_p{SCALE_N}_leaders_ms"][target] <= \
+                medians[f"restart_{sig}_p{SCALE_N}_ms"][target], (target, sig)
+    # One fresh broker each, stopped by SIGTERM twice (the measured restart, the end); the
+    # SIGKILL in between has no exit code to check.
+    assert report["kafkalite_exit_codes"] == [0, 0]
+    assert report["kafka_exit_codes"] == [143, 143]
+    rows = _table_rows(proc.stdout)
+    n = f"{SCALE_N:,}"
+    assert set(rows) == {
+        f"produce over {n} partitions (MB/s)",
+        f"CreateTopics of {n} partitions until all led (ms)",
+        f"VmRSS with {n} partitions (MiB)", f"VmRSS per partition, {n} partitions (KiB)",
+        f"open descriptors with {n} partitions", f"descriptors per partition, {n} partitions",
+        f"SIGTERM to exit, {n} partitions (ms)",
+        *(f"restart after {sig}, {n} partitions: spawn to {what} (ms)"
+          for sig in ("SIGTERM", "SIGKILL") for what in ("all led", "a record in each"))}
+    assert rows[f"produce over {n} partitions (MB/s)"][3] != "—"  # kafkalite/Kafka
+    assert _number(rows[f"produce over {n} partitions (MB/s)"][2]) > 0  # the mock
+    for label, cells in rows.items():
+        if label.startswith("produce"):
+            continue
+        assert cells[2] == "—" and cells[4] == "—", label  # no mock figure, no ratio to it
+        if not label.startswith("VmRSS per partition"):
+            assert _number(cells[0]) > 0 and _number(cells[1]) > 0 and _number(cells[3]) > 0, \
+                (label, cells)
