@@ -1410,7 +1410,7 @@ def run_stall(results: Results, rnd: int, args: argparse.Namespace, t: Target, p
               value: bytes) -> None:
     """One stall measurement on a running broker (the idle probe first, once per round)."""
     load_name = phase.split("-", 1)[1]
-    if f"stall_idle_max_ms" not in results.values or \
+    if "stall_idle_max_ms" not in results.values or \
             len(results.values["stall_idle_max_ms"].get(t.name, [])) <= rnd:
         print(f"[bench] round {rnd + 1}: stall probe, idle {args.stall_idle_seconds:g} s "
               f"-> {t.name}", file=sys.stderr)
