@@ -128,3 +128,88 @@ def test_mapping_outlives_a_buffer_still_pointing_into_it(tmp_path: Path) -> Non
         os.close(fd)
     other.close()                             # closing any mapping unmaps the retired ones
     assert not mapped(address)
+
+
+def test_log_creation_out_of_descriptors_leaves_nothing_behind(tmp_path: Path, monkeypatch) -> None:
+    import resource
+
+    import pytest
+
+    from kafkalite.log.errors import KafkaStorageError
+    from kafkalite.log.log_manager import LogManager
+
+    lm = LogManager([tmp_path], LogConfig(), lock_dirs=False)
+    lm.startup()
+    # skip the budget: os.open inside Log.open itself hits EMFILE (no free number below 3)
+    monkeypatch.setattr(lm._descriptor_budget, "reserve_one", lambda: None)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))
+        with pytest.raises(KafkaStorageError, match="Too many open files"):
+            lm.get_or_create_log("t", 0)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert not (tmp_path / "t-0").exists()
+    lg = lm.get_or_create_log("t", 0)          # the next attempt creates it from nothing
+    assert lg.log_end_offset == 0 and (tmp_path / "t-0").is_dir()
+    lm.shutdown()
+
+
+def test_budget_refuses_the_last_descriptors() -> None:
+    import resource
+
+    import pytest
+
+    from kafkalite.log.descriptor_limit import HEADROOM, DescriptorBudget
+    from kafkalite.log.errors import KafkaStorageError
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    budget = DescriptorBudget()
+    n = open_fds()
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n + HEADROOM, hard))
+        with pytest.raises(KafkaStorageError, match=r"^\[Errno 24\] Too many open files: "):
+            budget.reserve_one()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))   # cannot even count: exhausted
+        with pytest.raises(KafkaStorageError, match="Too many open files"):
+            budget.reserve_one()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n + HEADROOM + 20, hard))
+        budget.reserve_one()     # counts 20 spare: the next 10 creations are not counted
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n + HEADROOM, hard))
+        for _ in range(10):
+            budget.reserve_one()
+        with pytest.raises(KafkaStorageError):   # counted again
+            budget.reserve_one()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_start_up_raises_the_soft_limit_to_the_hard_one() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        ["prlimit", "--nofile=256:1024", "--", sys.executable, "-c",
+         "from kafkalite.log.descriptor_limit import raise_open_file_limit as r; "
+         "import resource; print(r(), resource.getrlimit(resource.RLIMIT_NOFILE))"],
+        capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "(256, 1024) (1024, 1024)"
+
+
+def test_descriptor_budget_of_the_segments_on_disk(tmp_path: Path) -> None:
+    from kafkalite.log.descriptor_limit import count_segment_files, descriptor_shortfall_message
+
+    for p in range(3):
+        d = tmp_path / f"t-{p}"
+        d.mkdir()
+        for base in range(p + 1):
+            (d / f"{base:020d}.log").touch()
+            (d / f"{base:020d}.index").touch()
+    (tmp_path / "t-0" / "00000000000000000009.log.deleted").touch()
+    (tmp_path / "t-9.abc-delete").mkdir()
+    (tmp_path / "t-9.abc-delete" / "00000000000000000000.log").touch()
+    assert count_segment_files([tmp_path, tmp_path / "absent"]) == 6
+    assert descriptor_shortfall_message(6000, 6100, 4096) == (
+        "6000 log segments need 6100 open files but the open file limit (RLIMIT_NOFILE) is "
+        "4096; raise it, e.g. `ulimit -n 12288` before starting or LimitNOFILE=12288 in the "
+        "systemd unit")
