@@ -211,6 +211,12 @@ class AbstractIndex:
         self._entries = min(self._entries, self._max_entries)
         return True
 
+    def reserve_entries(self, n: int) -> None:
+        """Reserve disk blocks for ``n`` more entries now, so that appending them cannot fail
+        (KafkaStorageError here, before the caller writes anything else)."""
+        self._ensure()
+        self._allocate_through(min(self._length, (self._entries + n) * self.entry_size))
+
     def trim_to_valid_size(self) -> None:
         self._ensure()
         self.resize(self._entries * self.entry_size)

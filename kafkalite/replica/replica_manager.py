@@ -408,8 +408,8 @@ class ReplicaManager:
             self.fetcher_manager.remove_fetcher_for_partitions([tp for tp, _delete in stopped])
         to_delete: list[TopicPartition] = []
         for tp, delete in stopped:
-            self.offline_partitions.discard(tp)
             if delete:
+                self.offline_partitions.discard(tp)
                 self.partitions.pop(tp, None)
                 to_delete.append(tp)
             # a former leader's waiting produce / fetch complete now instead of timing out

@@ -11,10 +11,11 @@ import os
 import pytest
 
 from kafkalite.testing import Broker, BrokerError
-from tests.integration.util import RawClient, Rec, build_batch, create_topic
+from tests.integration.util import RawClient, Rec, build_batch, create_topic, wait_until
 
 LOW = 400
 KAFKA_STORAGE_ERROR = 56
+LEADER_NOT_AVAILABLE = 5
 BIG = 600     # far more partitions than LOW descriptors allow
 
 
@@ -62,6 +63,14 @@ def test_create_topics_out_of_descriptors_then_restart(tmp_path) -> None:
             assert acked and failed and len(acked) + len(failed) == BIG
             assert len(acked) < LOW
             assert b.pid is not None and open_fds(b.pid) < LOW
+            # the controller took the KAFKA_STORAGE_ERROR of the LeaderAndIsr answer: offline
+            def leaders() -> dict[int, int] | None:
+                parts = c.metadata(["big"]).topics[0].partitions
+                by_partition = {q.partition_index: (q.leader_id, q.error_code) for q in parts}
+                return by_partition if all(by_partition[q] == (-1, LEADER_NOT_AVAILABLE)
+                                           for q in failed) else None
+            by_partition = wait_until(leaders, 10, what="failed partitions offline")
+            assert all(by_partition[q] == (0, 0) for q in acked)
         # the broker goes on serving, to new connections too
         with RawClient(b.bootstrap_servers) as c:
             for p in range(4):
@@ -108,5 +117,27 @@ def test_create_topics_out_of_descriptors_then_restart(tmp_path) -> None:
                 expected = [acked[p]] if p in acked else []
                 assert values(c, "big", p) == expected
                 assert produce_one(c, "big", p, b"late") == (0, len(expected))
+    finally:
+        b.close()
+
+
+def test_one_descriptor_per_partition(tmp_path) -> None:
+    """A broker's descriptors grow by exactly one per partition (its segment's .log), with the
+    indexes mapped and written (index.interval.bytes=1: every batch adds an entry)."""
+    n = 300
+    b = Broker(log_dir=tmp_path / "logs", log_index_interval_bytes=1)
+    try:
+        b.start()
+        assert b.pid is not None
+        with RawClient(b.bootstrap_servers) as c:
+            create_topic(b.bootstrap_servers, "warmup", 1)   # first-use descriptors (e.g. checkpoints)
+            assert produce_one(c, "warmup", 0, b"w") == (0, 0)
+            base = open_fds(b.pid)
+            create_topic(b.bootstrap_servers, "many", n)
+            for p in range(n):
+                for i in range(2):
+                    assert produce_one(c, "many", p, b"v%d" % i) == (0, i)
+            wait_until(lambda: open_fds(b.pid) == base + n, 10,
+                       what=f"{base + n} descriptors (have {open_fds(b.pid)})")
     finally:
         b.close()

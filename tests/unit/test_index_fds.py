@@ -213,3 +213,30 @@ def test_descriptor_budget_of_the_segments_on_disk(tmp_path: Path) -> None:
         "6000 log segments need 6100 open files but the open file limit (RLIMIT_NOFILE) is "
         "4096; raise it, e.g. `ulimit -n 12288` before starting or LimitNOFILE=12288 in the "
         "systemd unit")
+
+
+def test_roll_out_of_descriptors_keeps_the_log_appendable(tmp_path: Path) -> None:
+    import resource
+
+    import pytest
+
+    from kafkalite.log.errors import KafkaStorageError
+
+    lg = Log.open(tmp_path / "t-0", LogConfig(), now_ms=T0)
+    lg.append_as_leader(batch(3), 0, T0)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))   # no descriptor number free
+        with pytest.raises(KafkaStorageError, match="Too many open files"):
+            lg.roll(now_ms=T0)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert [s.base_offset for s in lg.segments] == [0]
+    assert lg.active_segment.offset_index.max_entries == LogConfig().segment_index_bytes // 8
+    lg.append_as_leader(batch(2), 0, T0)
+    assert lg.log_end_offset == 5
+    assert lg.roll(now_ms=T0).base_offset == 5
+    lg.append_as_leader(batch(1), 0, T0)
+    assert len(lg.read(0, 1 << 20).read_bytes()) == len(batch(3)) + len(batch(2)) + len(batch(1))
+    assert len(lg.read(5, 1 << 20).read_bytes()) == len(batch(1))
+    lg.close()
