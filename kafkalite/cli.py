@@ -40,6 +40,10 @@ def _serve(args: argparse.Namespace) -> int:
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     for w in loaded.warnings:
         log.warning(w)
+    from kafkalite.log.descriptor_limit import raise_open_file_limit
+    raised = raise_open_file_limit()
+    if raised is not None:
+        log.info("Raised the open file limit (RLIMIT_NOFILE) from %d to the hard limit %d", *raised)
     try:
         import uvloop
         runner = uvloop.run

@@ -46,6 +46,9 @@ class ControllerContext:
     topics_to_be_deleted: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    # replicas a broker answered KAFKA_STORAGE_ERROR for (its log could not be created or
+    # opened), offline until that broker registers again (Kafka's replicasOnOfflineDirs)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     # -- brokers ------------------------------------------------------------------------------
     def set_live_brokers(self, brokers: dict[int, tuple[BrokerInfo, int]]) -> None:
@@ -63,8 +66,10 @@ class ControllerContext:
             self.live_broker_epochs.pop(b, None)
 
     def is_replica_online(self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False) -> bool:
-        """A replica is online when its broker is alive and, unless asked otherwise, not shutting
-        down (log-dir failures are not modelled: a kafkalite broker with a failed log dir stops)."""
+        """A replica is online when its broker is alive, its log is not offline on that broker
+        and, unless asked otherwise, the broker is not shutting down."""
+        if tp in self.replicas_on_offline_dirs.get(broker_id, ()):
+            return False
         if include_shutting_down:
             return broker_id in self.live_broker_epochs
         return broker_id in self.live_broker_epochs and broker_id not in self.shutting_down_broker_ids

@@ -82,7 +82,8 @@ class KafkaController:
                                                 own_address=config.own_address)
         self.batch = ControllerBrokerRequestBatch(
             self.broker_id, self.context, self.channel, config.inter_broker_listener,
-            on_stop_replica_response=self._on_stop_replica_response)
+            on_stop_replica_response=self._on_stop_replica_response,
+            on_leader_and_isr_response=self._on_leader_and_isr_response)
         self.partition_sm = PartitionStateMachine(self.broker_id, self.context, zk, self.batch,
                                                   self._unclean_leader_election_enable)
         self.replica_sm = ReplicaStateMachine(self.broker_id, self.context, zk, self.batch)
@@ -335,6 +336,40 @@ class KafkaController:
             self._put("TopicDeletionStopReplicaResponseReceived",
                       lambda: self._process_stop_replica_response(broker_id, top, errors))
 
+    def _on_leader_and_isr_response(self, broker_id: int, response) -> None:
+        if response.error_code != ErrorCode.NONE:
+            log.error("Received error %s in LeaderAndIsr response from broker %d",
+                      ErrorCode(response.error_code).name, broker_id)
+            return
+        names = self.context.topic_names()
+        errors = [(TopicPartition(pe.topic_name, pe.partition_index), pe.error_code)
+                  for pe in response.partition_errors]
+        errors += [(TopicPartition(names[t.topic_id], pe.partition_index), pe.error_code)
+                   for t in response.topics if t.topic_id in names for pe in t.partition_errors]
+        offline = {tp for tp, e in errors if e == ErrorCode.KAFKA_STORAGE_ERROR}
+        online = {tp for tp, e in errors if e == ErrorCode.NONE}
+        if offline or self.context.replicas_on_offline_dirs.get(broker_id):
+            self._put("LeaderAndIsrResponseReceived",
+                      lambda: self._process_leader_and_isr_response(broker_id, offline, online))
+
+    async def _process_leader_and_isr_response(self, broker_id: int, offline: set[TopicPartition],
+                                               online: set[TopicPartition]) -> None:
+        """Kafka's processLeaderAndIsrResponseReceived: replicas whose logs the broker could not
+        create or open (KAFKA_STORAGE_ERROR) go offline, so their partitions elect elsewhere or
+        show no leader."""
+        if not self.is_active:
+            return
+        ctx = self.context
+        previous = ctx.replicas_on_offline_dirs.get(broker_id, set())
+        current = (previous - online) | offline
+        ctx.replicas_on_offline_dirs[broker_id] = current
+        new = current - previous
+        if new:
+            log.info("Mark replicas %s on broker %d as offline",
+                     ",".join(map(str, sorted(new, key=_tp_key))), broker_id)
+            await self._on_replicas_become_offline(
+                [PartitionAndReplica(tp.topic, tp.partition, broker_id) for tp in sorted(new, key=_tp_key)])
+
     async def _process_stop_replica_response(self, broker_id: int, top_error: int,
                                              errors: dict[TopicPartition, int]) -> None:
         if not self.is_active:
@@ -393,6 +428,8 @@ class KafkaController:
     async def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
         log.info("New broker startup callback for %s", ",".join(map(str, new_brokers)))
+        for b in new_brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
         # existing brokers learn about the new ones; the new ones get every partition's state
         self.send_update_metadata_request(existing, set())
@@ -410,6 +447,8 @@ class KafkaController:
     async def _on_broker_failure(self, dead_brokers: list[int]) -> None:
         ctx = self.context
         log.info("Broker failure callback for %s", ",".join(map(str, dead_brokers)))
+        for b in dead_brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
         were_shutting_down = [b for b in dead_brokers if b in ctx.shutting_down_broker_ids]
         ctx.shutting_down_broker_ids -= set(dead_brokers)
         if were_shutting_down:

@@ -8,19 +8,104 @@ mapping. Entries are sorted, so lookups binary search.
 An index that was never trimmed (a crash) ends in zero-filled preallocated space; on load the
 zero tail is found by binary search and not counted — a real entry is never all zeros except
 in a corner the sanity check catches, and then the segment rebuilds the index from the log.
+
+Descriptors: CPython's ``mmap.mmap`` (before 3.13's ``trackfd=False``) dup()s the file
+descriptor and keeps it for the mapping's life, which made every partition cost three
+descriptors. The file is mapped here with libc's ``mmap`` through ctypes instead, and the
+descriptor closed at once: a segment at rest holds only its ``.log`` open, like Kafka. The
+mapping is advised ``MADV_RANDOM``: index access is a binary search or an append, and the
+kernel's default read-ahead made each first touch of a preallocated index read megabytes.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import mmap
 import os
 import struct
+import sys
 from pathlib import Path
 
-from kafkalite.log.errors import CorruptIndexError
+from kafkalite.log.errors import CorruptIndexError, KafkaStorageError
+
+# Disk blocks are reserved ahead of the append position this much at a time: writing into a
+# hole of a sparse file through a mapping raises SIGBUS when the disk is full, an explicit
+# allocation fails with ENOSPC instead.
+_ALLOCATE_AHEAD = 64 * 1024
 
 
 def round_down_to_entry(size: int, entry_size: int) -> int:
     return size - size % entry_size
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int64)
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.madvise.restype = ctypes.c_int
+_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_libc.msync.restype = ctypes.c_int
+_libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MS_SYNC = 4 if sys.platform.startswith("linux") else 0x10
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", 1)
+
+# Mappings closed while something still referenced their memory: unmapped once nothing does.
+_retired: list["FileMapping"] = []
+
+
+def _oserror(what: str) -> OSError:
+    err = ctypes.get_errno()
+    return OSError(err, f"{what}: {os.strerror(err)}")
+
+
+class FileMapping:
+    """A shared read-write mapping of a whole file that holds no descriptor.
+
+    The memory is reachable only through ``view`` while the mapping is open; ``close`` releases
+    the view and unmaps, unless some other object still holds a buffer on the memory (then the
+    unmap waits, see ``_retired``), so a stale view can never touch unmapped memory.
+    """
+
+    __slots__ = ("address", "length", "view", "_array")
+
+    def __init__(self, fd: int, length: int) -> None:
+        address = _libc.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if address is None or address == _MAP_FAILED:
+            raise _oserror("mmap")
+        self.address: int = address
+        self.length = length
+        _libc.madvise(address, length, _MADV_RANDOM)   # advice only: a failure changes nothing
+        self._array = (ctypes.c_char * length).from_address(address)
+        self.view: memoryview | None = memoryview(self._array).cast("B")
+
+    def flush(self) -> None:
+        if self.view is not None and _libc.msync(self.address, self.length, _MS_SYNC) != 0:
+            raise _oserror("msync")
+
+    def close(self) -> None:
+        if self.view is None:
+            return
+        view, self.view = self.view, None
+        view.release()
+        if not self._try_unmap():
+            _retired.append(self)
+        _unmap_retired()
+
+    def _try_unmap(self) -> bool:
+        # This object's own reference plus getrefcount's argument: nothing else has a buffer.
+        if sys.getrefcount(self._array) > 2:
+            return False
+        self._array = None  # type: ignore[assignment]
+        _libc.munmap(self.address, self.length)
+        return True
+
+
+def _unmap_retired() -> None:
+    if _retired:
+        _retired[:] = [m for m in _retired if not m._try_unmap()]
 
 
 class AbstractIndex:
@@ -33,7 +118,9 @@ class AbstractIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        self._mmap: mmap.mmap | None = None
+        self._map: FileMapping | None = None
+        self._mmap: memoryview | None = None     # self._map.view; never handed out
+        self._allocated = 0                      # bytes of the file known to have disk blocks
         self._loaded = False
         self._length = 0
         self._entries = 0
@@ -46,10 +133,12 @@ class AbstractIndex:
         try:
             if newly_created:
                 os.ftruncate(fd, round_down_to_entry(self.max_index_size, self.entry_size))
-            self._length = os.fstat(fd).st_size
-            self._mmap = mmap.mmap(fd, self._length) if self._length > 0 else None
+            st = os.fstat(fd)
+            self._length = st.st_size
+            self._allocated = min(self._length, st.st_blocks * 512)
+            self._map_file(fd)
         finally:
-            os.close(fd)   # the mapping keeps its own reference to the file
+            os.close(fd)   # a mapping needs no descriptor
         self._max_entries = self._length // self.entry_size
         self._loaded = True
         self._entries = 0 if newly_created else self._count_valid_entries()
@@ -57,6 +146,30 @@ class AbstractIndex:
     def _ensure(self) -> None:
         if not self._loaded:
             self._load()
+
+    def _map_file(self, fd: int) -> None:
+        self._map = FileMapping(fd, self._length) if self._length > 0 else None
+        self._mmap = self._map.view if self._map is not None else None
+
+    def _unmap(self) -> None:
+        m, self._map, self._mmap = self._map, None, None
+        if m is not None:
+            m.close()
+
+    def _allocate_through(self, end: int) -> None:
+        """Reserve disk blocks up to ``end`` before writing there through the mapping."""
+        if end <= self._allocated:
+            return
+        target = min(self._length, max(end, self._allocated + _ALLOCATE_AHEAD))
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                os.posix_fallocate(fd, self._allocated, target - self._allocated)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"Error while allocating index {self.path}: {e}") from e
+        self._allocated = target
 
     def _count_valid_entries(self) -> int:
         """Entries of a pre-existing file: all whole entries minus a zero-filled tail."""
@@ -85,19 +198,24 @@ class AbstractIndex:
         rounded = round_down_to_entry(new_size, self.entry_size)
         if rounded == self._length:
             return False
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        self._unmap()
         fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         try:
             os.ftruncate(fd, rounded)
-            self._mmap = mmap.mmap(fd, rounded) if rounded > 0 else None
+            self._length = rounded
+            self._allocated = min(self._allocated, rounded)
+            self._map_file(fd)
         finally:
             os.close(fd)
-        self._length = rounded
         self._max_entries = rounded // self.entry_size
         self._entries = min(self._entries, self._max_entries)
         return True
+
+    def reserve_entries(self, n: int) -> None:
+        """Reserve disk blocks for ``n`` more entries now, so that appending them cannot fail
+        (KafkaStorageError here, before the caller writes anything else)."""
+        self._ensure()
+        self._allocate_through(min(self._length, (self._entries + n) * self.entry_size))
 
     def trim_to_valid_size(self) -> None:
         self._ensure()
@@ -110,8 +228,8 @@ class AbstractIndex:
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
-        if self._mmap is not None:
-            self._mmap.flush()
+        if self._map is not None:
+            self._map.flush()
 
     def close(self) -> None:
         """Trim and unmap (Kafka's AbstractIndex.close)."""
@@ -124,9 +242,7 @@ class AbstractIndex:
         self._release()
 
     def _release(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        self._unmap()
         self._loaded = False
 
     def delete(self) -> None:
@@ -168,7 +284,9 @@ class AbstractIndex:
 
     def _write_entry(self, a: int, b: int) -> None:
         assert self._mmap is not None
-        self.ENTRY.pack_into(self._mmap, self._entries * self.entry_size, a, b)
+        start = self._entries * self.entry_size
+        self._allocate_through(start + self.entry_size)
+        self.ENTRY.pack_into(self._mmap, start, a, b)
         self._entries += 1
 
     def _truncate_to_entries(self, entries: int) -> None:

@@ -24,7 +24,8 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
 from kafkalite.log.append_policy import apply_compression_type, validate_records
-from kafkalite.log.errors import (InconsistentTopicIdError, InvalidRecordError, LogError,
+from kafkalite.log.errors import (InconsistentTopicIdError, InvalidRecordError, KafkaStorageError,
+                                  LogError,
                                   OffsetOutOfRangeError, OffsetsOutOfOrderError,
                                   RecordBatchTooLargeError, UnexpectedAppendOffsetError)
 from kafkalite.log.producer_state import (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION,
@@ -516,8 +517,17 @@ class Log:
         if new_offset < active.base_offset:
             raise LogError(f"Trying to roll a new segment for {self.name} with start offset "
                            f"{new_offset} below the active segment's {active.base_offset}")
-        active.on_become_inactive()
-        seg = _new_segment(self.dir, new_offset, self._config, now)
+        try:
+            active.on_become_inactive()
+            seg = _new_segment(self.dir, new_offset, self._config, now)
+        except (OSError, KafkaStorageError) as e:
+            # Out of descriptors or disk: the active segment stays active (indexes extended
+            # again if possible; trimmed ones are valid, just full), the next append rolls again.
+            try:
+                active.resize_indexes(self._config.segment_index_bytes)
+            except (OSError, KafkaStorageError):
+                pass
+            raise KafkaStorageError(f"Error while rolling {self.name} at offset {new_offset}: {e}") from e
         self._segments.append(seg)
         self._bases.append(new_offset)
         # The state as of the new segment's base: a restart replays from here, not from the

@@ -23,12 +23,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE,
+from kafkalite.log.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
                                       RECOVERY_POINT_CHECKPOINT_FILE, CheckpointError,
                                       atomic_write, fsync_dir, read_offset_checkpoint,
                                       write_offset_checkpoint)
-from kafkalite.log.errors import LogError
+from kafkalite.log.descriptor_limit import DescriptorBudget
+from kafkalite.log.errors import KafkaStorageError, LogError
+from kafkalite.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE_NAME
 from kafkalite.log.log import Log, parse_topic_partition
+from kafkalite.log.segment import log_file, offset_index_file, time_index_file, txn_index_file
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,25 @@ def log_delete_dir_name(topic: str, partition: int) -> str:
     return topic[:max(0, 255 - len(suffix))] + suffix
 
 
+def _remove_new_log_dir(path: Path) -> None:
+    """Remove the directory of a log whose creation failed. rmtree needs descriptors, which may
+    be what ran out; the files a new log can have are known by name, and unlink needs none."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not path.exists():
+        return
+    names = [f(path, 0).name for f in (log_file, offset_index_file, time_index_file, txn_index_file)]
+    names += [PARTITION_METADATA_FILE, LEADER_EPOCH_FILE_NAME]
+    for name in names + [n + ".tmp" for n in names]:
+        try:
+            os.unlink(path / name)
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass    # left as it is: an empty log, loaded as such next time
+
+
 class LogManager:
     def __init__(self, log_dirs: Iterable[Path | str], default_config: LogConfig, *,
                  lock_dirs: bool = True, clock_ms: Callable[[], int] = _wall_ms) -> None:
@@ -72,6 +94,7 @@ class LogManager:
         self._dir_of: dict[TopicPartitionKey, Path] = {}
         self._locks: dict[Path, int] = {}
         self._started = False
+        self._descriptor_budget = DescriptorBudget()   # new logs never take the last descriptors
 
     # -- start-up ----------------------------------------------------------------------------
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -183,13 +206,32 @@ class LogManager:
             d = self._next_log_dir()
             d.mkdir(parents=True, exist_ok=True)
             self._lock(d)
-            lg = Log.open(d / f"{topic}-{partition}", config or self.default_config,
-                          now_ms=self._clock_ms())
+            lg = self._create_log(d / f"{topic}-{partition}", config or self.default_config, topic_id)
             self._logs[key] = lg
             self._dir_of[key] = d
-        if topic_id is not None:
+        elif topic_id is not None:
             lg.assign_topic_id(topic_id)
         return lg
+
+    def _create_log(self, path: Path, config: LogConfig, topic_id: uuid.UUID | None) -> Log:
+        """Log.open (and the topic id recorded) for a partition new here. Out of descriptors,
+        memory or disk, it raises KafkaStorageError and leaves no directory behind: the next
+        LeaderAndIsr (or start-up) creates the log again rather than loading half-made files."""
+        self._descriptor_budget.reserve_one()
+        existed = path.exists()
+        lg: Log | None = None
+        try:
+            lg = Log.open(path, config, now_ms=self._clock_ms())
+            if topic_id is not None:
+                lg.assign_topic_id(topic_id)
+            return lg
+        except (OSError, MemoryError, KafkaStorageError) as e:
+            if lg is not None:
+                lg.close_handlers()
+            if not existed:
+                _remove_new_log_dir(path)
+            raise KafkaStorageError(f"Error while creating log for {path.name} in dir "
+                                    f"{path.parent}: {e}") from e
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         for (t, _p), lg in self._logs.items():

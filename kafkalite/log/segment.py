@@ -221,6 +221,10 @@ class LogSegment:
         if not self.can_convert_to_relative_offset(last_offset):
             raise LogSegmentOffsetOverflowError(
                 f"Offset {last_offset} does not fit segment {self.base_offset}")
+        # At most one index entry per batch: their disk blocks first, so that a full disk fails
+        # the append here rather than after the data is written.
+        self.offset_index.reserve_entries(len(batches))
+        self.time_index.reserve_entries(len(batches))
         start = self._size
         try:
             written = _pwritev_all(self.file.fd, pieces, start)

@@ -125,6 +125,9 @@ class ReplicaManager:
         # Listeners told when a partition's high watermark moves (e.g. fetch sessions, coordinators).
         self._hw_listeners: list[Callable[[TopicPartition], None]] = []
         self._leadership_listeners: list[tuple[BecameLeaderListener, BecameFollowerOrStoppedListener]] = []
+        # Kafka's HostedPartition.Offline: the log could not be created (out of descriptors,
+        # memory or disk); clients get KAFKA_STORAGE_ERROR, the next LeaderAndIsr tries again.
+        self.offline_partitions: set[TopicPartition] = set()
         # each log dir's high-watermark checkpoint as read once, for partitions created later
         self._hw_checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
         # what a leader partition needs to keep its ISR (Kafka passes these to each Partition)
@@ -163,7 +166,12 @@ class ReplicaManager:
         the log layer's errors (KafkaStorageError, InconsistentTopicIdError)."""
         partition = self.partitions.get(tp)
         if partition is None:
-            log_ = self.log_manager.get_or_create_log(tp.topic, tp.partition, config, topic_id=topic_id)
+            try:
+                log_ = self.log_manager.get_or_create_log(tp.topic, tp.partition, config, topic_id=topic_id)
+            except KafkaStorageError:
+                self.offline_partitions.add(tp)
+                raise
+            self.offline_partitions.discard(tp)
             partition = Partition(tp, topic_id or log_.topic_id or ZERO_UUID, log_, self.broker_id,
                                   self._replication_context)
             # Kafka's createLogIfNotExists: the checkpointed HW, kept within the log's offsets
@@ -401,6 +409,7 @@ class ReplicaManager:
         to_delete: list[TopicPartition] = []
         for tp, delete in stopped:
             if delete:
+                self.offline_partitions.discard(tp)
                 self.partitions.pop(tp, None)
                 to_delete.append(tp)
             # a former leader's waiting produce / fetch complete now instead of timing out
@@ -470,6 +479,8 @@ class ReplicaManager:
         p = self.partitions.get(tp)
         if p is not None:
             return p
+        if tp in self.offline_partitions:
+            raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR)
         if self.metadata_cache is not None and self.metadata_cache.contains_partition(tp):
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -44,6 +44,7 @@ from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.admin_manager import ZkAdminManager
 from kafkalite.server.broker_epoch import BrokerEpoch
 from kafkalite.controller.zk.znode_store import StoreError
+from kafkalite.log.descriptor_limit import check_descriptor_budget
 from kafkalite.server.cluster_member import (ClusterStartupError, InternalTopics, connect_local_store,
                                              connect_zookeeper, controlled_shutdown,
                                              internal_topic_records, wait_for_initial_metadata)
@@ -120,6 +121,8 @@ class KafkaServer:
         log_dirs = cfg.log_dirs_list()
         for d in log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
+        # fail in one line now rather than with EMFILE midway through loading the logs
+        await asyncio.to_thread(check_descriptor_budget, log_dirs)
         if self.cluster_mode:
             self.zk_store, self.zk = await connect_zookeeper(cfg)
         else:
