@@ -11,6 +11,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.server.encoded_response import EncodedResponse, encode_body
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
@@ -52,7 +53,48 @@ def make(services: BrokerServices) -> ApiSpec:
         return T(error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id,
                  is_internal=info.is_internal, partitions=parts, authorized_operations=ops)
 
-    async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    def brokers_on(listener_name: str, Resp: type) -> list:
+        brokers = []
+        for b in cache.alive_brokers():
+            ep = b.endpoint(listener_name)
+            if ep is not None:
+                brokers.append(Resp.MetadataResponseBroker(node_id=b.broker_id, host=ep.host, port=ep.port,
+                                                           rack=b.rack))
+        return brokers
+
+    def response(ctx: RequestContext, req: MetadataRequest, topics: list) -> MetadataResponse:
+        v = ctx.api_version
+        Resp = MetadataResponse[v]
+        kwargs = dict(throttle_time_ms=0, brokers=brokers_on(ctx.listener_name, Resp), cluster_id=cache.cluster_id,
+                      controller_id=cache.controller_id, topics=topics, error_code=ErrorCode.NONE)
+        if 8 <= v <= 10:
+            kwargs["authorized_operations"] = (CLUSTER_AUTHORIZED_OPERATIONS
+                                                       if req.include_cluster_authorized_operations
+                                                       else AUTHORIZED_OPERATIONS_OMITTED)
+        return Resp(**kwargs)
+
+    # The answer for all topics depends only on the cache, the version, the listener and the
+    # flags: encoded once per metadata change (10,000 partitions take tens of ms to build and
+    # encode) and shared by every such request until the next change.
+    all_topics_cache: dict[tuple, EncodedResponse] = {}
+    all_topics_generation = [-1]
+
+    def all_topics_response(ctx: RequestContext, req: MetadataRequest, include_ops: bool) -> EncodedResponse:
+        v = ctx.api_version
+        if all_topics_generation[0] != cache.generation:
+            all_topics_cache.clear()
+            all_topics_generation[0] = cache.generation
+        cluster_ops = bool(req.include_cluster_authorized_operations) if 8 <= v <= 10 else False
+        key = (ctx.listener_name, v, include_ops, cluster_ops)
+        encoded = all_topics_cache.get(key)
+        if encoded is None:
+            topic_metadata = functools.partial(topic_metadata_on, ctx.listener_name, v)
+            Resp = MetadataResponse[v]
+            topics = [topic_metadata(Resp, n, None, include_ops) for n in cache.topic_names()]
+            encoded = all_topics_cache[key] = encode_body(response(ctx, req, topics), v)
+        return encoded
+
+    async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse | EncodedResponse:
         v = ctx.api_version
         topic_metadata = functools.partial(topic_metadata_on, ctx.listener_name, v)
         Resp = MetadataResponse[v]
@@ -64,7 +106,7 @@ def make(services: BrokerServices) -> ApiSpec:
             # the schema forbids a null name before v10: Kafka's parser refuses the request
             raise CloseConnection(f"Metadata v{v}: null topic name")
         if req.topics is None or (v == 0 and len(req.topics) == 0):
-            topics = [topic_metadata(Resp, n, None, include_ops) for n in cache.topic_names()]
+            return all_topics_response(ctx, req, include_ops)
         else:
             to_create: list[str] = []
             unknown_ids, names = [], []
@@ -113,18 +155,6 @@ def make(services: BrokerServices) -> ApiSpec:
                 for t in topics:
                     if t.name in failed:
                         t.error_code = failed[t.name]
-        brokers = []
-        for b in cache.alive_brokers():
-            ep = b.endpoint(ctx.listener_name)
-            if ep is not None:
-                brokers.append(Resp.MetadataResponseBroker(node_id=b.broker_id, host=ep.host, port=ep.port,
-                                                           rack=b.rack))
-        kwargs = dict(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
-                      controller_id=cache.controller_id, topics=topics, error_code=ErrorCode.NONE)
-        if 8 <= v <= 10:
-            kwargs["authorized_operations"] = (CLUSTER_AUTHORIZED_OPERATIONS
-                                                       if req.include_cluster_authorized_operations
-                                                       else AUTHORIZED_OPERATIONS_OMITTED)
-        return Resp(**kwargs)
+        return response(ctx, req, topics)
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
