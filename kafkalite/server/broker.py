@@ -44,6 +44,7 @@ from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.admin_manager import ZkAdminManager
 from kafkalite.server.broker_epoch import BrokerEpoch
 from kafkalite.controller.zk.znode_store import StoreError
+from kafkalite.server.event_loop_monitor import EventLoopMonitor
 from kafkalite.server.cluster_member import (ClusterStartupError, InternalTopics, connect_local_store,
                                              connect_zookeeper, controlled_shutdown,
                                              internal_topic_records, wait_for_initial_metadata)
@@ -99,6 +100,8 @@ class KafkaServer:
         self.producer_ids: Any = None
         self.admin_manager: Optional[ZkAdminManager] = None
         self._shutdown_done = False
+        # how late the loop runs callbacks (read by the metrics endpoint); started with the server
+        self.event_loop_monitor = EventLoopMonitor()
 
     def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
         protocols = self.config.listener_protocols()
@@ -117,6 +120,7 @@ class KafkaServer:
 
     async def startup(self) -> list[Endpoint]:
         cfg = self.config
+        self.event_loop_monitor.start()
         log_dirs = cfg.log_dirs_list()
         for d in log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
@@ -468,5 +472,6 @@ class KafkaServer:
             self.config_manager.stop()
         if isinstance(self.producer_ids, ProducerIdManager):
             await self.producer_ids.shutdown()
+        await self.event_loop_monitor.close()
         if self.zk_store is not None:
             await self.zk_store.close()   # the registration and (if held) /controller go with the session
