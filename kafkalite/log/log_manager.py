@@ -196,9 +196,10 @@ class LogManager:
             if t == topic:
                 lg.update_config(config)
 
-    def delete_log(self, topic: str, partition: int) -> Log | None:
+    def delete_log(self, topic: str, partition: int, *, checkpoint: bool = True) -> Log | None:
         """Remove the partition: rename its directory to ``...-delete`` (so a crash midway is
-        finished at the next start-up), then remove it. Returns the removed log, if any."""
+        finished at the next start-up), then remove it. Returns the removed log, if any.
+        ``checkpoint=False``: the caller deleting many logs calls ``checkpoint_dir`` once after."""
         key = (topic, partition)
         lg = self._logs.pop(key, None)
         d = self._dir_of.pop(key, None)
@@ -211,8 +212,14 @@ class LogManager:
         except FileNotFoundError:
             target = lg.dir
         shutil.rmtree(target, ignore_errors=True)
-        self._checkpoint_dir(d)
+        if checkpoint:
+            self._checkpoint_dir(d)
         return lg
+
+    def checkpoint_dir(self, d: Path) -> None:
+        """Write the directory's recovery-point and log-start-offset checkpoints now."""
+        if d in self.log_dirs:
+            self._checkpoint_dir(d)
 
     # -- periodic work -----------------------------------------------------------------------
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
