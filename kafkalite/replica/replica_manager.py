@@ -28,7 +28,7 @@ from kafkalite.replica.control_states import (EPOCH_DURING_DELETE, NO_EPOCH, Lea
                                               StopReplicaPartitionState)
 from kafkalite.replica.partition import Partition, ReplicationContext, TopicPartition
 from kafkalite.replica.replica_selector import ClientMetadata, ReplicaSelector, preferred_read_replica_of
-from kafkalite.slices import SLICE_S, Steps, run_at_once, run_in_slices
+from kafkalite.slices import SLICE_S, OffLoop, Steps, run_at_once, run_in_slices
 from kafkalite.replica.results import (FetchPartitionRequest, FetchPartitionResult,
                                        ListOffsetsPartitionResult, ProducePartitionResult)
 
@@ -333,9 +333,19 @@ class ReplicaManager:
                          controller_id, controller_epoch, tp, state.leader_epoch)
                 errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
 
+        # The logs of partitions new here are created first, off the loop when run in slices
+        # (each has files to create and fsync); registered here, on the loop.
+        new_logs = [(st.topic, st.partition, log_config_for(st.topic), topic_id_of(st.topic))
+                    for st in to_lead + to_follow
+                    if st.tp not in self.partitions and self.log_manager.get_log(st.tp) is None]
+        if new_logs:
+            opened = yield OffLoop(self.log_manager.new_logs_opener(new_logs))
+            for key, (log_dir, new_log) in opened.items():
+                yield
+                self.log_manager.adopt_log(key, log_dir, new_log)
         became_leader: list[Partition] = []
         for state in to_lead:
-            yield   # one partition (maybe a new log with its files) per step
+            yield   # one partition per step
             try:
                 p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), log_config_for(state.topic))
                 if p.make_leader(state.leader_epoch, list(state.replicas), list(state.isr),
