@@ -147,3 +147,22 @@ def test_named_topics_are_answered_per_request(cache: MetadataCache) -> None:
     assert not isinstance(resp, EncodedResponse)
     assert [(t.name, t.error_code) for t in resp.topics] == [("beta", 0), ("nope", 3)]
     assert [(p.partition_index, p.error_code, p.leader_id) for p in resp.topics[0].partitions] == [(0, 5, -1)]
+
+
+@pytest.mark.parametrize("v", [0, 5, 9, 12, 13])
+def test_many_topics_spliced_after_partial_changes(cache: MetadataCache, v: int) -> None:
+    """Entries reused from earlier answers and new ones spliced together, past 127 topics (a
+    two-byte array count in flexible versions): still byte-identical."""
+    spec = metadata.make(services_for(cache))   # type: ignore[arg-type]
+    brokers = [broker(1), broker(2)]
+    cache.update_metadata(2, 1, brokers, [state(f"t{i}", p, 1 + (i + p) % 2, (1, 2), (1, 2))
+                                          for i in range(150) for p in range(2)], {})
+    assert _encode(handle(spec, v, request(v, True, True), "PLAINTEXT"), v, CORRELATION_ID) == \
+        reference(cache, v, "PLAINTEXT", True, True)
+    # one topic changes leader, one is deleted, one is added: the rest are reused
+    cache.update_metadata(2, 1, brokers, [state("t3", 0, 2, (1, 2), (2,)), state("t7", 0, -2, (1, 2), (1, 2)),
+                                          state("t7", 1, -2, (1, 2), (1, 2)), state("t200", 0, 1, (1,), (1,))], {})
+    answer = _encode(handle(spec, v, request(v, True, True), "PLAINTEXT"), v, CORRELATION_ID)
+    assert answer == reference(cache, v, "PLAINTEXT", True, True)
+    names = {t.name for t in MetadataResponse[v].decode(answer[4:], header=True).topics}
+    assert "t7" not in names and "t200" in names and len(names) == 4 + 150

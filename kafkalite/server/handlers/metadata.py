@@ -3,11 +3,13 @@ topic ids; auto-creates topics as Kafka does when allowed."""
 from __future__ import annotations
 
 import functools
+import struct
 import uuid
 from typing import Optional
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from kafkalite.cluster.metadata_cache import TopicInfo
 from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
@@ -27,6 +29,24 @@ CLUSTER_AUTHORIZED_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 AUTHORIZED_OPERATIONS_OMITTED = None
 ZERO_UUID = uuid.UUID(int=0)
 FIRST_NULLABLE_NAME_VERSION = 10
+
+
+def topics_array_tail(v: int) -> int:
+    """Bytes after the topics array in a Metadata response body: cluster authorized operations
+    (v8-10), the top-level error code (v13+), the tagged fields (v9+, none written)."""
+    return (4 if 8 <= v <= 10 else 0) + (2 if v >= 13 else 0) + (1 if v >= 9 else 0)
+
+
+def array_count(n: int, flexible: bool) -> bytes:
+    """An array's length prefix: INT32, or in flexible versions the unsigned varint n + 1."""
+    if not flexible:
+        return struct.pack(">i", n)
+    out, value = bytearray(), n + 1
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def make(services: BrokerServices) -> ApiSpec:
@@ -88,11 +108,42 @@ def make(services: BrokerServices) -> ApiSpec:
         key = (ctx.listener_name, v, include_ops, cluster_ops)
         encoded = all_topics_cache.get(key)
         if encoded is None:
-            topic_metadata = functools.partial(topic_metadata_on, ctx.listener_name, v)
-            Resp = MetadataResponse[v]
-            topics = [topic_metadata(Resp, n, None, include_ops) for n in cache.topic_names()]
-            encoded = all_topics_cache[key] = encode_body(response(ctx, req, topics), v)
+            encoded = all_topics_cache[key] = assemble_all_topics(ctx, req, include_ops)
         return encoded
+
+    # After a change only the topics it touched are encoded again: each topic's entry is kept
+    # per (listener, version, flag) with the TopicInfo it was made from (the cache replaces a
+    # topic's TopicInfo when it changes), all dropped when the live brokers change (leaders'
+    # availability). The body is the envelope of an empty answer with the entries spliced in.
+    topic_entries: dict[tuple[str, int, bool], dict[str, tuple[TopicInfo, bytes]]] = {}
+    brokers_seen: list[dict] = [{}]
+
+    def assemble_all_topics(ctx: RequestContext, req: MetadataRequest, include_ops: bool) -> EncodedResponse:
+        v = ctx.api_version
+        if cache.brokers != brokers_seen[0]:
+            topic_entries.clear()
+            brokers_seen[0] = dict(cache.brokers)
+        Resp = MetadataResponse[v]
+        envelope = encode_body(response(ctx, req, []), v)
+        flexible = envelope.flexible
+        tail = topics_array_tail(v)
+        head = len(envelope.body) - tail - len(array_count(0, flexible))
+        old = topic_entries.get((ctx.listener_name, v, include_ops), {})
+        fresh: dict[str, tuple[TopicInfo, bytes]] = {}
+        for name in cache.topic_names():
+            info = cache.topic(name)
+            if info is None:
+                continue
+            hit = old.get(name)
+            if hit is None or hit[0] is not info:
+                one = encode_body(response(ctx, req, [topic_metadata_on(ctx.listener_name, v, Resp, name, None,
+                                                                         include_ops)]), v).body
+                hit = (info, one[head + len(array_count(1, flexible)):len(one) - tail])
+            fresh[name] = hit
+        topic_entries[(ctx.listener_name, v, include_ops)] = fresh
+        body = b"".join([envelope.body[:head], array_count(len(fresh), flexible),
+                         *(entry for _info, entry in fresh.values()), envelope.body[len(envelope.body) - tail:]])
+        return EncodedResponse(body, flexible)
 
     async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse | EncodedResponse:
         v = ctx.api_version
