@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Optional, TypeVar
+from typing import Any, Callable, Coroutine, Generator, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -50,3 +50,27 @@ async def run_in_slices(steps: Steps[T], slice_s: float = SLICE_S) -> T:
         elif time.monotonic() >= deadline:
             await asyncio.sleep(0)
             deadline = time.monotonic() + slice_s
+
+
+GATHER_CHUNK = 64
+
+
+async def gather_in_slices(coros: list[Coroutine[Any, Any, T]], *, return_exceptions: bool = False,
+                           chunk: int = GATHER_CHUNK) -> list[Any]:
+    """`asyncio.gather` of many coroutines (pipelined store requests, one per partition) whose
+    tasks are started `chunk` at a time, one loop iteration apart: gather starts them all at
+    once, and the loop then runs thousands of first steps back to back before it polls sockets
+    again. The results are in the coroutines' order, as gather's."""
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        for i, coro in enumerate(coros):
+            if i and i % chunk == 0:
+                await asyncio.sleep(0)
+            tasks.append(asyncio.ensure_future(coro))
+    except BaseException:   # cancelled while starting them: nothing is left running or unawaited
+        for t in tasks:
+            t.cancel()
+        for coro in coros[len(tasks):]:
+            coro.close()
+        raise
+    return await asyncio.gather(*tasks, return_exceptions=return_exceptions)

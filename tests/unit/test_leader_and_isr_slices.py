@@ -15,7 +15,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.control_states import LeaderAndIsrPartitionState, StopReplicaPartitionState
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_manager import ReplicaManager
-from kafkalite.slices import OffLoop, run_at_once, run_in_slices
+from kafkalite.slices import OffLoop, gather_in_slices, run_at_once, run_in_slices
 
 CONFIG = LogConfig(segment_index_bytes=64 * 1024)
 ME, OTHER = 1, 2
@@ -93,3 +93,35 @@ def test_many_partitions_made_leader_and_deleted_in_slices(tmp_path: Path) -> No
     finally:
         rm.shutdown()
         lm.shutdown()
+
+
+def test_gather_in_slices_keeps_order_and_lets_the_loop_run() -> None:
+    async def run() -> tuple[list, int]:
+        ticks = 0
+        running = True
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while running:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        async def one(i: int) -> int:
+            if i == 7:
+                raise ValueError(i)
+            await asyncio.sleep(0)
+            return i * 2
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        start = ticks
+        results = await gather_in_slices([one(i) for i in range(300)], return_exceptions=True, chunk=50)
+        during = ticks - start
+        running = False
+        await task
+        return results, during
+
+    results, during = asyncio.run(run())
+    assert [r for i, r in enumerate(results) if i != 7] == [i * 2 for i in range(300) if i != 7]
+    assert isinstance(results[7], ValueError)
+    assert during >= 5   # at least one loop iteration between each chunk of 50
