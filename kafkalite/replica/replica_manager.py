@@ -3,6 +3,7 @@ delayed produce/fetch operations that wait in purgatory."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -288,6 +289,8 @@ class ReplicaManager:
             return ErrorCode.STALE_CONTROLLER_EPOCH, {}
         self.controller_epoch = controller_epoch
         live = frozenset(live_leaders)
+        # one topic's config for all its partitions (built from the dynamic configs each call)
+        log_config_for = functools.lru_cache(maxsize=None)(log_config_for)
 
         def topic_id_of(topic: str) -> Optional[uuid.UUID]:
             tid = topic_ids.get(topic)
