@@ -128,6 +128,9 @@ class MetadataCache:
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._names_by_id: dict[uuid.UUID, str] = {}
         self._listeners: list[MetadataListener] = []
+        # bumped by every change: what is derived from the whole cache (the encoded Metadata
+        # response for all topics) is valid while it stays the same
+        self.generation = 0
 
     # -- listeners -----------------------------------------------------------------------------
     def add_listener(self, callback: MetadataListener) -> None:
@@ -135,6 +138,7 @@ class MetadataCache:
         self._listeners.append(callback)
 
     def _notify(self, change: MetadataChange) -> None:
+        self.generation += 1
         for listener in list(self._listeners):
             try:
                 listener(change)

@@ -233,14 +233,62 @@ class LogManager:
             raise KafkaStorageError(f"Error while creating log for {path.name} in dir "
                                     f"{path.parent}: {e}") from e
 
+    def new_logs_opener(self, wanted: list[tuple[str, int, LogConfig, uuid.UUID | None]]
+                        ) -> Callable[[], dict[TopicPartitionKey, tuple[Path, Log]]]:
+        """On the loop: choose a directory for each partition not hosted yet (the fewest
+        partitions first, as Kafka's nextLogDirs) and return the work that creates (or opens)
+        their logs without registering them. That work is safe in a worker thread (it touches
+        only those directories), so a thousand logs with their files and fsyncs do not stall the
+        event loop; ``adopt_log`` then registers each on the loop. A partition that fails there
+        is left out: creating it on the loop reports the error as before."""
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] = counts.get(d, 0) + 1
+        plan: list[tuple[TopicPartitionKey, Path, LogConfig, uuid.UUID | None]] = []
+        seen: set[TopicPartitionKey] = set()
+        for topic, partition, config, topic_id in wanted:
+            key = (topic, partition)
+            if key in self._logs or key in seen:
+                continue
+            seen.add(key)
+            d = min(self.log_dirs, key=lambda x: counts[x])
+            counts[d] += 1
+            plan.append((key, d, config, topic_id))
+
+        def open_all() -> dict[TopicPartitionKey, tuple[Path, Log]]:
+            out: dict[TopicPartitionKey, tuple[Path, Log]] = {}
+            for key, d, config, topic_id in plan:
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                    # _create_log keeps the descriptor headroom and removes a half-made
+                    # directory; the partition left out is created (and its error reported)
+                    # on the loop.
+                    lg = self._create_log(d / f"{key[0]}-{key[1]}", config, topic_id)
+                except Exception:   # noqa: BLE001 - reported when the loop creates it
+                    log.debug("could not prepare the log of %s-%d", key[0], key[1], exc_info=True)
+                    continue
+                out[key] = (d, lg)
+            return out
+        return open_all
+
+    def adopt_log(self, key: TopicPartitionKey, d: Path, lg: Log) -> None:
+        """Register a log made by ``open_new_logs`` (on the loop)."""
+        if key in self._logs:
+            lg.close()
+            return
+        self._lock(d)
+        self._logs[key] = lg
+        self._dir_of[key] = d
+
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         for (t, _p), lg in self._logs.items():
             if t == topic:
                 lg.update_config(config)
 
-    def delete_log(self, topic: str, partition: int) -> Log | None:
+    def delete_log(self, topic: str, partition: int, *, checkpoint: bool = True) -> Log | None:
         """Remove the partition: rename its directory to ``...-delete`` (so a crash midway is
-        finished at the next start-up), then remove it. Returns the removed log, if any."""
+        finished at the next start-up), then remove it. Returns the removed log, if any.
+        ``checkpoint=False``: the caller deleting many logs calls ``checkpoint_dir`` once after."""
         key = (topic, partition)
         lg = self._logs.pop(key, None)
         d = self._dir_of.pop(key, None)
@@ -253,8 +301,14 @@ class LogManager:
         except FileNotFoundError:
             target = lg.dir
         shutil.rmtree(target, ignore_errors=True)
-        self._checkpoint_dir(d)
+        if checkpoint:
+            self._checkpoint_dir(d)
         return lg
+
+    def checkpoint_dir(self, d: Path) -> None:
+        """Write the directory's recovery-point and log-start-offset checkpoints now."""
+        if d in self.log_dirs:
+            self._checkpoint_dir(d)
 
     # -- periodic work -----------------------------------------------------------------------
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:

@@ -3,6 +3,7 @@ delayed produce/fetch operations that wait in purgatory."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -28,6 +29,7 @@ from kafkalite.replica.control_states import (EPOCH_DURING_DELETE, NO_EPOCH, Lea
                                               StopReplicaPartitionState)
 from kafkalite.replica.partition import Partition, ReplicationContext, TopicPartition
 from kafkalite.replica.replica_selector import ClientMetadata, ReplicaSelector, preferred_read_replica_of
+from kafkalite.slices import SLICE_S, OffLoop, Steps, run_at_once, run_in_slices
 from kafkalite.replica.results import (FetchPartitionRequest, FetchPartitionResult,
                                        ListOffsetsPartitionResult, ProducePartitionResult)
 
@@ -256,6 +258,29 @@ class ReplicaManager:
                                   log_config_for: Callable[[str], LogConfig], *,
                                   is_kraft_controller: bool = False
                                   ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """The LeaderAndIsr request applied in one go (see `_become_leader_or_follower_steps`)."""
+        return run_at_once(self._become_leader_or_follower_steps(
+            controller_id, controller_epoch, partition_states, topic_ids, live_leaders, log_config_for,
+            is_kraft_controller=is_kraft_controller))
+
+    async def become_leader_or_follower_in_slices(
+            self, controller_id: int, controller_epoch: int, partition_states: Iterable[LeaderAndIsrPartitionState],
+            topic_ids: Mapping[str, uuid.UUID], live_leaders: Iterable[int], log_config_for: Callable[[str], LogConfig],
+            *, is_kraft_controller: bool = False) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """The same, yielding to the event loop every few ms: creating the logs of a
+        1,000-partition topic takes over a second. The controller sends a broker one request at a
+        time, so no other LeaderAndIsr or StopReplica interleaves; clients meanwhile see the
+        partitions not yet made as not led here, as they would before the request."""
+        return await run_in_slices(self._become_leader_or_follower_steps(
+            controller_id, controller_epoch, partition_states, topic_ids, live_leaders, log_config_for,
+            is_kraft_controller=is_kraft_controller))
+
+    def _become_leader_or_follower_steps(self, controller_id: int, controller_epoch: int,
+                                         partition_states: Iterable[LeaderAndIsrPartitionState],
+                                         topic_ids: Mapping[str, uuid.UUID], live_leaders: Iterable[int],
+                                         log_config_for: Callable[[str], LogConfig], *,
+                                         is_kraft_controller: bool = False
+                                         ) -> Steps[tuple[ErrorCode, dict[TopicPartition, ErrorCode]]]:
         """Kafka's ReplicaManager.becomeLeaderOrFollower: (top-level error, error per partition).
 
         A controller epoch older than the highest seen refuses the whole request
@@ -272,6 +297,8 @@ class ReplicaManager:
             return ErrorCode.STALE_CONTROLLER_EPOCH, {}
         self.controller_epoch = controller_epoch
         live = frozenset(live_leaders)
+        # one topic's config for all its partitions (built from the dynamic configs each call)
+        log_config_for = functools.lru_cache(maxsize=None)(log_config_for)
 
         def topic_id_of(topic: str) -> Optional[uuid.UUID]:
             tid = topic_ids.get(topic)
@@ -317,8 +344,19 @@ class ReplicaManager:
                          controller_id, controller_epoch, tp, state.leader_epoch)
                 errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
 
+        # The logs of partitions new here are created first, off the loop when run in slices
+        # (each has files to create and fsync); registered here, on the loop.
+        new_logs = [(st.topic, st.partition, log_config_for(st.topic), topic_id_of(st.topic))
+                    for st in to_lead + to_follow
+                    if st.tp not in self.partitions and self.log_manager.get_log(st.tp) is None]
+        if new_logs:
+            opened = yield OffLoop(self.log_manager.new_logs_opener(new_logs))
+            for key, (log_dir, new_log) in opened.items():
+                yield
+                self.log_manager.adopt_log(key, log_dir, new_log)
         became_leader: list[Partition] = []
         for state in to_lead:
+            yield   # one partition per step
             try:
                 p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), log_config_for(state.topic))
                 if p.make_leader(state.leader_epoch, list(state.replicas), list(state.isr),
@@ -330,6 +368,7 @@ class ReplicaManager:
                 errors[state.tp] = ErrorCode.KAFKA_STORAGE_ERROR
         became_follower: list[Partition] = []
         for state in to_follow:
+            yield
             try:
                 p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), log_config_for(state.topic))
                 if self._is_alive_broker(state.leader, live):
@@ -428,7 +467,13 @@ class ReplicaManager:
         the files go in a worker thread so a large log does not stall the loop."""
         failures: dict[TopicPartition, Exception] = {}
         doomed: list[Path] = []
+        checkpoint_dirs: set[Path] = set()
+        slice_end = time.monotonic() + SLICE_S
         for tp in tps:
+            if time.monotonic() >= slice_end:
+                # thousands of partitions: let the loop serve others every few ms
+                await asyncio.sleep(0)
+                slice_end = time.monotonic() + SLICE_S
             lg = self.log_manager.get_log(tp)
             if lg is None:
                 continue
@@ -436,11 +481,14 @@ class ReplicaManager:
                 target = lg.dir.with_name(log_delete_dir_name(tp.topic, tp.partition))
                 os.rename(lg.dir, target)
                 # the directory is gone from its name: the log manager's delete only closes the
-                # log, forgets it and checkpoints
-                self.log_manager.delete_log(tp.topic, tp.partition)
+                # log and forgets it; its directory's checkpoints are written once, below
+                checkpoint_dirs.add(lg.dir.parent)
+                self.log_manager.delete_log(tp.topic, tp.partition, checkpoint=False)
                 doomed.append(target)
             except OSError as e:
                 failures[tp] = e
+        for d in sorted(checkpoint_dirs):
+            self.log_manager.checkpoint_dir(d)
         if doomed:
             await asyncio.to_thread(lambda: [shutil.rmtree(d, ignore_errors=True) for d in doomed])
         return failures

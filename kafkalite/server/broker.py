@@ -45,6 +45,7 @@ from kafkalite.server.admin_manager import ZkAdminManager
 from kafkalite.server.broker_epoch import BrokerEpoch
 from kafkalite.controller.zk.znode_store import StoreError
 from kafkalite.log.descriptor_limit import check_descriptor_budget
+from kafkalite.server.event_loop_monitor import EventLoopMonitor
 from kafkalite.server.cluster_member import (ClusterStartupError, InternalTopics, connect_local_store,
                                              connect_zookeeper, controlled_shutdown,
                                              internal_topic_records, wait_for_initial_metadata)
@@ -100,6 +101,8 @@ class KafkaServer:
         self.producer_ids: Any = None
         self.admin_manager: Optional[ZkAdminManager] = None
         self._shutdown_done = False
+        # how late the loop runs callbacks (read by the metrics endpoint); started with the server
+        self.event_loop_monitor = EventLoopMonitor()
 
     def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
         protocols = self.config.listener_protocols()
@@ -118,6 +121,7 @@ class KafkaServer:
 
     async def startup(self) -> list[Endpoint]:
         cfg = self.config
+        self.event_loop_monitor.start()
         log_dirs = cfg.log_dirs_list()
         for d in log_dirs:
             Path(d).mkdir(parents=True, exist_ok=True)
@@ -471,5 +475,6 @@ class KafkaServer:
             self.config_manager.stop()
         if isinstance(self.producer_ids, ProducerIdManager):
             await self.producer_ids.shutdown()
+        await self.event_loop_monitor.close()
         if self.zk_store is not None:
             await self.zk_store.close()   # the registration and (if held) /controller go with the session

@@ -19,6 +19,7 @@ from kafkalite.network.socket_server import CloseConnection, ConnectionInfo
 from kafkalite.protocol.errors import ErrorCode, kafka_error_of
 from kafkalite.protocol.header import MalformedHeaderError, decode_request_header, peek_api
 from kafkalite.protocol.messages import messages_for
+from kafkalite.server.encoded_response import EncodedResponse
 from kafkalite.server.error_responses import error_response
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 def _encode(response: Any, api_version: int, correlation_id: int) -> Optional[bytes]:
     if response is None:
         return None
+    if isinstance(response, EncodedResponse):
+        return response.frame(correlation_id)
     # version before header: kafka-python's version setter writes into a request header
     # (request_api_version), which a response header lacks
     response.API_VERSION = api_version

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
+from kafkalite.slices import gather_in_slices
 from kafkalite.controller.zk import znodes
 from kafkalite.controller.zk.znode_store import (BadVersionError, CheckOp, CreateOp, DeleteOp,
                                                  MultiError, NodeExistsError, NoNodeError, Op,
@@ -82,8 +83,7 @@ class KafkaZkClient:
     async def _fenced_all(self, ops: Sequence[Op], expected: int) -> list[Union[OpResult, StoreError]]:
         """Many fenced writes pipelined; per-op result or StoreError. ControllerMovedError is
         raised as soon as any op reports it."""
-        results = await asyncio.gather(*(self._fenced(op, expected) for op in ops),
-                                       return_exceptions=True)
+        results = await gather_in_slices([self._fenced(op, expected) for op in ops], return_exceptions=True)
         for r in results:
             if isinstance(r, ControllerMovedError):
                 raise r
@@ -369,8 +369,8 @@ class KafkaZkClient:
                                    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """The state of each partition that has one; partition_epoch = the znode's zkVersion."""
         tps = [TopicPartition(*tp) for tp in partitions]
-        reads = await asyncio.gather(*(self.get_data_and_stat(
-            znodes.topic_partition_state_path(tp.topic, tp.partition)) for tp in tps))
+        reads = await gather_in_slices([self.get_data_and_stat(
+            znodes.topic_partition_state_path(tp.topic, tp.partition)) for tp in tps])
         return {tp: znodes.decode_partition_state(data, stat.version)
                 for tp, (data, stat) in zip(tps, reads) if data is not None and stat is not None}
 

@@ -80,6 +80,20 @@ def _decode_data(entry: dict) -> bytes:
     return str(entry.get("data", "")).encode("utf-8")
 
 
+def _snapshot_text(rows: list[tuple], zxid: int) -> str:
+    """The file's JSON document from `LocalZNodeStore._snapshot_rows`."""
+    # The same text as one json.dumps of the document, made node by node: a single dumps of
+    # megabytes holds the GIL, and with it the event loop, for its whole run.
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    parts = []
+    for p, version, cversion, czxid, mzxid, pzxid, ctime, mtime, data in sorted(rows, key=lambda r: r[0]):
+        entry = {"version": version, "cversion": cversion, "czxid": czxid,
+                 "mzxid": mzxid, "pzxid": pzxid, "ctime": ctime, "mtime": mtime}
+        entry.update(_encode_data(data))
+        parts.append(f"{dumps(p)}:{dumps(entry)}")
+    return f'{{"version":{dumps(FORMAT_VERSION)},"zxid":{dumps(zxid)},"nodes":{{{",".join(parts)}}}}}'
+
+
 def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -416,25 +430,26 @@ class LocalZNodeStore(ZNodeStore):
 
     async def _persist_once(self) -> None:
         covered = self._mutations
-        text = json.dumps(self._snapshot(), indent=None, separators=(",", ":"))
-        await asyncio.to_thread(_write_atomically, self.path, text)
+        # Only the copy is taken on the loop (the tree changes under it otherwise); building the
+        # document and the JSON of tens of thousands of znodes runs in the worker thread.
+        rows, zxid = self._snapshot_rows(), self._zxid
+        await asyncio.to_thread(lambda: _write_atomically(self.path, _snapshot_text(rows, zxid)))
         self._persisted = max(self._persisted, covered)
 
-    def _snapshot(self) -> dict:
-        nodes: dict[str, dict] = {}
+    def _snapshot_rows(self) -> list[tuple]:
+        """Every persistent node as a tuple of immutable values: (path, version, cversion, czxid,
+        mzxid, pzxid, ctime, mtime, data)."""
+        rows: list[tuple] = []
         stack = [("/", self._root)]
         while stack:
             p, n = stack.pop()
             if n.ephemeral_owner:
                 continue
-            entry = {"version": n.version, "cversion": n.cversion, "czxid": n.czxid,
-                     "mzxid": n.mzxid, "pzxid": n.pzxid, "ctime": n.ctime, "mtime": n.mtime}
-            entry.update(_encode_data(n.data))
-            nodes[p] = entry
+            rows.append((p, n.version, n.cversion, n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.data))
+            prefix = p.rstrip('/')
             for name, child in n.children.items():
-                stack.append((f"{p.rstrip('/')}/{name}", child))
-        return {"version": FORMAT_VERSION, "zxid": self._zxid,
-                "nodes": dict(sorted(nodes.items()))}
+                stack.append((f"{prefix}/{name}", child))
+        return rows
 
     def _load(self) -> bool:
         """Read the tree (worker thread). True when it was migrated from the old format."""

@@ -92,7 +92,7 @@ def make(services: Any) -> ApiSpec:
         if fenced is not None:
             return error_response(req, v, fenced)
         ids = topic_ids(req, v)
-        error, errors = replica_manager.become_leader_or_follower(
+        error, errors = await replica_manager.become_leader_or_follower_in_slices(
             req.controller_id, req.controller_epoch, partition_states(req, v), ids,
             [leader.broker_id for leader in req.live_leaders or ()], services.topic_log_config,
             is_kraft_controller=is_kraft)

@@ -3,14 +3,17 @@ topic ids; auto-creates topics as Kafka does when allowed."""
 from __future__ import annotations
 
 import functools
+import struct
 import uuid
 from typing import Optional
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from kafkalite.cluster.metadata_cache import TopicInfo
 from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.server.encoded_response import EncodedResponse, encode_body
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
@@ -26,6 +29,24 @@ CLUSTER_AUTHORIZED_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 AUTHORIZED_OPERATIONS_OMITTED = None
 ZERO_UUID = uuid.UUID(int=0)
 FIRST_NULLABLE_NAME_VERSION = 10
+
+
+def topics_array_tail(v: int) -> int:
+    """Bytes after the topics array in a Metadata response body: cluster authorized operations
+    (v8-10), the top-level error code (v13+), the tagged fields (v9+, none written)."""
+    return (4 if 8 <= v <= 10 else 0) + (2 if v >= 13 else 0) + (1 if v >= 9 else 0)
+
+
+def array_count(n: int, flexible: bool) -> bytes:
+    """An array's length prefix: INT32, or in flexible versions the unsigned varint n + 1."""
+    if not flexible:
+        return struct.pack(">i", n)
+    out, value = bytearray(), n + 1
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def make(services: BrokerServices) -> ApiSpec:
@@ -52,7 +73,79 @@ def make(services: BrokerServices) -> ApiSpec:
         return T(error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id,
                  is_internal=info.is_internal, partitions=parts, authorized_operations=ops)
 
-    async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    def brokers_on(listener_name: str, Resp: type) -> list:
+        brokers = []
+        for b in cache.alive_brokers():
+            ep = b.endpoint(listener_name)
+            if ep is not None:
+                brokers.append(Resp.MetadataResponseBroker(node_id=b.broker_id, host=ep.host, port=ep.port,
+                                                           rack=b.rack))
+        return brokers
+
+    def response(ctx: RequestContext, req: MetadataRequest, topics: list) -> MetadataResponse:
+        v = ctx.api_version
+        Resp = MetadataResponse[v]
+        kwargs = dict(throttle_time_ms=0, brokers=brokers_on(ctx.listener_name, Resp), cluster_id=cache.cluster_id,
+                      controller_id=cache.controller_id, topics=topics, error_code=ErrorCode.NONE)
+        if 8 <= v <= 10:
+            kwargs["authorized_operations"] = (CLUSTER_AUTHORIZED_OPERATIONS
+                                                       if req.include_cluster_authorized_operations
+                                                       else AUTHORIZED_OPERATIONS_OMITTED)
+        return Resp(**kwargs)
+
+    # The answer for all topics depends only on the cache, the version, the listener and the
+    # flags: encoded once per metadata change (10,000 partitions take tens of ms to build and
+    # encode) and shared by every such request until the next change.
+    all_topics_cache: dict[tuple, EncodedResponse] = {}
+    all_topics_generation = [-1]
+
+    def all_topics_response(ctx: RequestContext, req: MetadataRequest, include_ops: bool) -> EncodedResponse:
+        v = ctx.api_version
+        if all_topics_generation[0] != cache.generation:
+            all_topics_cache.clear()
+            all_topics_generation[0] = cache.generation
+        cluster_ops = bool(req.include_cluster_authorized_operations) if 8 <= v <= 10 else False
+        key = (ctx.listener_name, v, include_ops, cluster_ops)
+        encoded = all_topics_cache.get(key)
+        if encoded is None:
+            encoded = all_topics_cache[key] = assemble_all_topics(ctx, req, include_ops)
+        return encoded
+
+    # After a change only the topics it touched are encoded again: each topic's entry is kept
+    # per (listener, version, flag) with the TopicInfo it was made from (the cache replaces a
+    # topic's TopicInfo when it changes), all dropped when the live brokers change (leaders'
+    # availability). The body is the envelope of an empty answer with the entries spliced in.
+    topic_entries: dict[tuple[str, int, bool], dict[str, tuple[TopicInfo, bytes]]] = {}
+    brokers_seen: list[dict] = [{}]
+
+    def assemble_all_topics(ctx: RequestContext, req: MetadataRequest, include_ops: bool) -> EncodedResponse:
+        v = ctx.api_version
+        if cache.brokers != brokers_seen[0]:
+            topic_entries.clear()
+            brokers_seen[0] = dict(cache.brokers)
+        Resp = MetadataResponse[v]
+        envelope = encode_body(response(ctx, req, []), v)
+        flexible = envelope.flexible
+        tail = topics_array_tail(v)
+        head = len(envelope.body) - tail - len(array_count(0, flexible))
+        old = topic_entries.get((ctx.listener_name, v, include_ops), {})
+        fresh: dict[str, tuple[TopicInfo, bytes]] = {}
+        for name in cache.topic_names():
+            info = cache.topic(name)
+            if info is None:
+                continue
+            hit = old.get(name)
+            if hit is None or hit[0] is not info:
+                one = encode_body(response(ctx, req, [topic_metadata_on(ctx.listener_name, v, Resp, name, None,
+                                                                         include_ops)]), v).body
+                hit = (info, one[head + len(array_count(1, flexible)):len(one) - tail])
+            fresh[name] = hit
+        topic_entries[(ctx.listener_name, v, include_ops)] = fresh
+        body = b"".join([envelope.body[:head], array_count(len(fresh), flexible),
+                         *(entry for _info, entry in fresh.values()), envelope.body[len(envelope.body) - tail:]])
+        return EncodedResponse(body, flexible)
+
+    async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse | EncodedResponse:
         v = ctx.api_version
         topic_metadata = functools.partial(topic_metadata_on, ctx.listener_name, v)
         Resp = MetadataResponse[v]
@@ -64,7 +157,7 @@ def make(services: BrokerServices) -> ApiSpec:
             # the schema forbids a null name before v10: Kafka's parser refuses the request
             raise CloseConnection(f"Metadata v{v}: null topic name")
         if req.topics is None or (v == 0 and len(req.topics) == 0):
-            topics = [topic_metadata(Resp, n, None, include_ops) for n in cache.topic_names()]
+            return all_topics_response(ctx, req, include_ops)
         else:
             to_create: list[str] = []
             unknown_ids, names = [], []
@@ -113,18 +206,6 @@ def make(services: BrokerServices) -> ApiSpec:
                 for t in topics:
                     if t.name in failed:
                         t.error_code = failed[t.name]
-        brokers = []
-        for b in cache.alive_brokers():
-            ep = b.endpoint(ctx.listener_name)
-            if ep is not None:
-                brokers.append(Resp.MetadataResponseBroker(node_id=b.broker_id, host=ep.host, port=ep.port,
-                                                           rack=b.rack))
-        kwargs = dict(throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
-                      controller_id=cache.controller_id, topics=topics, error_code=ErrorCode.NONE)
-        if 8 <= v <= 10:
-            kwargs["authorized_operations"] = (CLUSTER_AUTHORIZED_OPERATIONS
-                                                       if req.include_cluster_authorized_operations
-                                                       else AUTHORIZED_OPERATIONS_OMITTED)
-        return Resp(**kwargs)
+        return response(ctx, req, topics)
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

@@ -1,0 +1,127 @@
+"""LeaderAndIsr and StopReplica for many partitions run in slices: the logs are created in a worker
+thread and the event loop keeps running other tasks meanwhile, with the same outcome as applying
+the request at once (logs, topic ids, leaders, checkpoints)."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from kafkalite.cluster.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+from kafkalite.config.log_config import LogConfig
+from kafkalite.log.checkpoint import RECOVERY_POINT_CHECKPOINT_FILE, read_offset_checkpoint, read_partition_metadata
+from kafkalite.log.log_manager import LogManager
+from kafkalite.protocol.errors import ErrorCode
+from kafkalite.replica.control_states import LeaderAndIsrPartitionState, StopReplicaPartitionState
+from kafkalite.replica.partition import TopicPartition
+from kafkalite.replica.replica_manager import ReplicaManager
+from kafkalite.slices import OffLoop, gather_in_slices, run_at_once, run_in_slices
+
+CONFIG = LogConfig(segment_index_bytes=64 * 1024)
+ME, OTHER = 1, 2
+TOPIC_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
+N = 120
+
+
+def states(topic: str, n: int) -> list[LeaderAndIsrPartitionState]:
+    # even partitions led here, odd ones followed (leader OTHER, not alive: only the log is made)
+    return [LeaderAndIsrPartitionState(topic, p, 1, ME if p % 2 == 0 else OTHER, 0, (ME, OTHER), 0, (ME, OTHER))
+            for p in range(n)]
+
+
+def test_steps_run_the_same_at_once_and_in_slices() -> None:
+    def steps():   # type: ignore[no-untyped-def]
+        got = yield OffLoop(lambda: 40)
+        yield
+        yield
+        return got + 2
+
+    assert run_at_once(steps()) == 42
+    assert asyncio.run(run_in_slices(steps())) == 42
+
+
+def test_many_partitions_made_leader_and_deleted_in_slices(tmp_path: Path) -> None:
+    lm = LogManager([tmp_path], CONFIG)
+    lm.startup()
+    cache = MetadataCache("cluster", broker_id=ME)
+    cache.update_brokers([BrokerInfo(ME, (BrokerEndpoint("PLAINTEXT", "localhost", 9091),))], ME)
+    rm = ReplicaManager(ME, lm, cache)
+
+    async def run() -> tuple[int, int]:
+        ticks = 0
+        running = True
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while running:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        start = ticks
+        error, errors = await rm.become_leader_or_follower_in_slices(
+            0, 1, states("t", N), {"t": TOPIC_ID}, [ME], lambda _topic: CONFIG)
+        during_create = ticks - start
+        assert error == ErrorCode.NONE
+        assert errors == {TopicPartition("t", p): ErrorCode.NONE for p in range(N)}
+        start = ticks
+        error, stop_errors = await rm.stop_replicas(
+            0, 1, {TopicPartition("t", p): StopReplicaPartitionState(-2, True) for p in range(N // 2)})
+        during_delete = ticks - start
+        assert (error, stop_errors) == (ErrorCode.NONE, {TopicPartition("t", p): ErrorCode.NONE for p in range(N // 2)})
+        running = False
+        await task
+        return during_create, during_delete
+
+    try:
+        during_create, during_delete = asyncio.run(run())
+        # other tasks ran while the logs were made (in a worker thread) and deleted
+        assert during_create > 0 and during_delete > 0
+        assert sorted(tp.partition for tp in rm.partitions) == list(range(N // 2, N))
+        assert sorted(p.tp.partition for p in rm.partitions.values() if p.is_leader) == \
+            [p for p in range(N // 2, N) if p % 2 == 0]
+        for p in range(N):
+            d = tmp_path / f"t-{p}"
+            assert d.is_dir() == (p >= N // 2)
+            if p >= N // 2:
+                assert read_partition_metadata(d) == TOPIC_ID
+                assert lm.get_log(TopicPartition("t", p)) is rm.partitions[TopicPartition("t", p)].log
+        # the directory's checkpoint was written once the deletions were done
+        assert sorted(read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT_FILE)) == \
+            [("t", p) for p in range(N // 2, N)]
+    finally:
+        rm.shutdown()
+        lm.shutdown()
+
+
+def test_gather_in_slices_keeps_order_and_lets_the_loop_run() -> None:
+    async def run() -> tuple[list, int]:
+        ticks = 0
+        running = True
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while running:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        async def one(i: int) -> int:
+            if i == 7:
+                raise ValueError(i)
+            await asyncio.sleep(0)
+            return i * 2
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        start = ticks
+        results = await gather_in_slices([one(i) for i in range(300)], return_exceptions=True, chunk=50)
+        during = ticks - start
+        running = False
+        await task
+        return results, during
+
+    results, during = asyncio.run(run())
+    assert [r for i, r in enumerate(results) if i != 7] == [i * 2 for i in range(300) if i != 7]
+    assert isinstance(results[7], ValueError)
+    assert during >= 5   # at least one loop iteration between each chunk of 50
