@@ -6,7 +6,11 @@ context, connections) is mutated by the loop without locks; iterating those dict
 thread could fail or see half an update. So a scrape asks the loop for plain values (a call
 scheduled with call_soon_threadsafe, waited for in the HTTP thread), and does everything else —
 quantiles, text rendering, the socket — in its own thread. The loop's share is a copy of a few
-counters and one pass over the hosted partitions."""
+counters and C-speed copies of the partition and controller-state collections (a list() of 10,000
+partitions takes well under a millisecond); the per-partition counting (under-replicated, leaders,
+offline) runs in the HTTP thread over those copies. It reads only attributes the loop replaces
+whole (a partition's `isr` set, `replicas` list, leader id), never iterates a live container, so
+each partition is seen in a consistent state, though not all at one instant."""
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from kafkalite.metrics import names
 from kafkalite.metrics.stats import (LOG_FLUSH_STATS, BrokerTopicStats, EventLoopLagMonitor, IsrChangeStats,
-                                     RequestMetrics, WindowSnapshot)
+                                     RequestMetrics, TopicStats, WindowSnapshot)
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +36,18 @@ SNAPSHOT_TIMEOUT_S = 10.0
 @dataclass
 class BrokerSnapshot:
     """Plain values copied on the event loop."""
-    topics: dict[str, tuple[int, int, int]] = field(default_factory=dict)   # bytes in, messages in, bytes out
+    topics: list[tuple[str, TopicStats]] = field(default_factory=list)
     all_topics: tuple[int, int, int] = (0, 0, 0)
     replication_bytes_out: int = 0
     requests: list[tuple[str, dict[int, int], WindowSnapshot]] = field(default_factory=list)
     purgatories: list[tuple[str, int, int]] = field(default_factory=list)   # name, watched, delayed
-    partition_count: int = 0
-    leader_count: int = 0
-    under_replicated: int = 0
+    partitions: list[Any] = field(default_factory=list)     # the replica manager's Partition objects
     isr_shrinks: int = 0
     isr_expands: int = 0
     active_controller: int = 0
-    offline_partitions: int = 0
+    # the active controller's (partition, state) pairs and the topics queued for deletion
+    partition_states: list[tuple[Any, Any]] = field(default_factory=list)
+    topics_being_deleted: frozenset[str] = frozenset()
     connections: dict[str, int] = field(default_factory=dict)
     event_loop_lag: Optional[WindowSnapshot] = None
     log_flush: Optional[WindowSnapshot] = None
@@ -63,35 +67,40 @@ class BrokerMetricSources:
     connection_counts: Callable[[], dict[str, int]] = dict
 
 
-def _offline_partition_count(controller: Any) -> int:
+def offline_partition_count(snap: BrokerSnapshot) -> int:
     """Kafka's ControllerContext.offlinePartitionCount: partitions in OfflinePartition state, topics
-    queued for deletion left out; 0 on a broker that is not the active controller."""
-    if controller is None or not controller.is_active:
-        return 0
-    ctx = controller.context
-    deleting = ctx.topics_to_be_deleted
-    return sum(1 for tp, state in ctx.partition_states.items()
+    queued for deletion left out (no states are copied off a broker that is not the active controller)."""
+    deleting = snap.topics_being_deleted
+    return sum(1 for tp, state in snap.partition_states
                if state.name == "OfflinePartition" and tp.topic not in deleting)
 
 
+def partition_counts(snap: BrokerSnapshot) -> tuple[int, int, int]:
+    """(hosted, led, under-replicated): Kafka's PartitionCount, LeaderCount and
+    UnderReplicatedPartitions (led here with an ISR smaller than the replica set)."""
+    leaders = under = 0
+    for p in snap.partitions:
+        if p.is_leader:
+            leaders += 1
+            if len(p.isr) < len(p.replicas):
+                under += 1
+    return len(snap.partitions), leaders, under
+
+
 def take_snapshot(src: BrokerMetricSources) -> BrokerSnapshot:
-    """Runs on the event loop: copies, no awaits."""
+    """Runs on the event loop: copies only (no per-partition Python loop), no awaits."""
     snap = BrokerSnapshot()
     snap.topics, snap.all_topics, snap.replication_bytes_out = src.broker_topic_stats.snapshot()
     snap.requests = src.request_metrics.snapshot()
     snap.purgatories = [(p.name, p.watched, p.delayed) for p in src.purgatories()]
-    rm = src.replica_manager
-    if rm is not None:
-        for p in rm.partitions.values():
-            snap.partition_count += 1
-            if p.is_leader:
-                snap.leader_count += 1
-                if len(p.isr) < len(p.replicas):
-                    snap.under_replicated += 1
+    if src.replica_manager is not None:
+        snap.partitions = list(src.replica_manager.partitions.values())
     snap.isr_shrinks, snap.isr_expands = src.isr_stats.shrinks, src.isr_stats.expands
     controller = src.controller
-    snap.active_controller = 1 if controller is not None and controller.is_active else 0
-    snap.offline_partitions = _offline_partition_count(controller)
+    if controller is not None and controller.is_active:
+        snap.active_controller = 1
+        snap.partition_states = list(controller.context.partition_states.items())
+        snap.topics_being_deleted = frozenset(controller.context.topics_to_be_deleted)
     snap.connections = src.connection_counts()
     snap.event_loop_lag = src.lag_monitor.snapshot()
     snap.log_flush = LOG_FLUSH_STATS.snapshot()
@@ -113,10 +122,11 @@ def _add_summary(family: Metric, labels: dict[str, str], window: WindowSnapshot)
 
 def render(snap: BrokerSnapshot) -> Iterator[Metric]:
     """The metric families of a snapshot (runs in the HTTP thread)."""
+    topic_values = sorted((topic, stats.values()) for topic, stats in snap.topics)
     for metric, index in ((names.BYTES_IN, 0), (names.MESSAGES_IN, 1), (names.BYTES_OUT, 2)):
         family = CounterMetricFamily(metric.name, metric.help, labels=None)
         family.add_metric([], snap.all_topics[index])
-        for topic, values in sorted(snap.topics.items()):
+        for topic, values in topic_values:
             family.add_sample(metric.name + "_total", {"topic": topic}, values[index])
         yield family
     yield CounterMetricFamily(names.REPLICATION_BYTES_OUT.name, names.REPLICATION_BYTES_OUT.help,
@@ -139,11 +149,12 @@ def render(snap: BrokerSnapshot) -> Iterator[Metric]:
     yield size
     yield delayed
 
-    for metric, value in ((names.UNDER_REPLICATED, snap.under_replicated),
-                          (names.PARTITION_COUNT, snap.partition_count),
-                          (names.LEADER_COUNT, snap.leader_count),
+    hosted, led, under_replicated = partition_counts(snap)
+    for metric, value in ((names.UNDER_REPLICATED, under_replicated),
+                          (names.PARTITION_COUNT, hosted),
+                          (names.LEADER_COUNT, led),
                           (names.ACTIVE_CONTROLLER, snap.active_controller),
-                          (names.OFFLINE_PARTITIONS, snap.offline_partitions)):
+                          (names.OFFLINE_PARTITIONS, offline_partition_count(snap))):
         yield GaugeMetricFamily(metric.name, metric.help, value=value)
     for metric, value in ((names.ISR_SHRINKS, snap.isr_shrinks), (names.ISR_EXPANDS, snap.isr_expands)):
         yield CounterMetricFamily(metric.name, metric.help, value=value)

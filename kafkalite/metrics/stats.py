@@ -135,9 +135,10 @@ class BrokerTopicStats:
                 self._topic(topic).bytes_out += size
                 self.all_topics.bytes_out += size
 
-    def snapshot(self) -> tuple[dict[str, tuple[int, int, int]], tuple[int, int, int], int]:
-        return ({t: s.values() for t, s in self.topics.items()}, self.all_topics.values(),
-                self.replication_bytes_out)
+    def snapshot(self) -> tuple[list[tuple[str, TopicStats]], tuple[int, int, int], int]:
+        """On the loop: a C-speed copy of the per-topic entries (their int attributes are read
+        later, from the scrape's thread: each is replaced whole, so it reads as some recent value)."""
+        return list(self.topics.items()), self.all_topics.values(), self.replication_bytes_out
 
 
 # ---------------------------------------------------------------------------------------------

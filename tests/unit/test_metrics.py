@@ -59,7 +59,7 @@ def test_broker_topic_stats_per_topic_all_topics_and_replication() -> None:
     s.record_bytes_out(False, [("a", 70), ("b", 0)])
     s.record_bytes_out(True, [("a", 500), ("b", 5)])     # a follower's fetch
     topics, all_topics, replication = s.snapshot()
-    assert topics == {"a": (110, 5, 70), "b": (50, 1, 0)}
+    assert {t: stats.values() for t, stats in topics} == {"a": (110, 5, 70), "b": (50, 1, 0)}
     assert all_topics == (160, 6, 70) and replication == 505
 
 
@@ -226,3 +226,26 @@ def test_the_endpoint_serves_a_snapshot_taken_on_the_loop_and_unbinds_on_stop() 
     assert samples[(names.CONNECTIONS.name, (("listener", "PLAINTEXT"),))] == 3
     assert samples[(names.ACTIVE_CONTROLLER.name, ())] == 0
     assert ("process_open_fds", ()) in samples
+
+
+def test_partition_gauges_count_leaders_under_replicated_and_offline() -> None:
+    from types import SimpleNamespace as NS
+
+    from kafkalite.controller.states import PartitionState
+    from kafkalite.metrics.prometheus import offline_partition_count, partition_counts, take_snapshot
+    partitions = {
+        TopicPartition("a", 0): NS(is_leader=True, isr={1, 2}, replicas=[1, 2]),
+        TopicPartition("a", 1): NS(is_leader=True, isr={1}, replicas=[1, 2, 3]),      # under-replicated
+        TopicPartition("a", 2): NS(is_leader=False, isr={2}, replicas=[1, 2]),        # a follower here
+    }
+    controller = NS(is_active=True, context=NS(
+        partition_states={TopicPartition("a", 0): PartitionState.OnlinePartition,
+                          TopicPartition("b", 0): PartitionState.OfflinePartition,
+                          TopicPartition("c", 0): PartitionState.OfflinePartition},
+        topics_to_be_deleted={"c"}))
+    snap = take_snapshot(sources(replica_manager=NS(partitions=partitions), controller=controller))
+    assert partition_counts(snap) == (3, 2, 1)
+    assert (snap.active_controller, offline_partition_count(snap)) == (1, 1)   # c is being deleted
+    controller.is_active = False
+    snap = take_snapshot(sources(replica_manager=NS(partitions=partitions), controller=controller))
+    assert (snap.active_controller, offline_partition_count(snap)) == (0, 0)
