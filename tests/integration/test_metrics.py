@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import urllib.request
-from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
 
