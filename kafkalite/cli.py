@@ -74,6 +74,9 @@ async def _run_broker(config, started: float) -> int:
         await server.shutdown()
         return 1
     listeners = ", ".join(f"{ep.listener_name}://{ep.host}:{ep.port}" for ep in bound)
+    if server.metrics_address is not None:   # before the ready line: tests read the port from it
+        print(f"kafkalite metrics: Prometheus endpoint on http://{server.metrics_address[0]}:"
+              f"{server.metrics_address[1]}/metrics", flush=True)
     print(f"kafkalite ready: broker {server.broker_id} listening on {listeners} "
           f"(started in {time.monotonic() - started:.3f} s)", flush=True)
     await stop.wait()

@@ -402,6 +402,11 @@ class KafkaConfig(BaseModel):
     zookeeper_connection_timeout_ms: OptInt = Field(None, alias="zookeeper.connection.timeout.ms")
     zookeeper_max_in_flight_requests: Int = Field(10, alias="zookeeper.max.in.flight.requests", ge=1)
 
+    # ---- kafkalite's own (no Kafka equivalent; the prefix keeps them apart from Kafka's names)
+    # the Prometheus endpoint (kafkalite.metrics): unset = off; 0 = a free port, logged at start
+    kafkalite_metrics_prometheus_port: OptInt = Field(None, alias="kafkalite.metrics.prometheus.port", ge=0, le=65535)
+    kafkalite_metrics_prometheus_host: str = Field("", alias="kafkalite.metrics.prometheus.host")  # "": all interfaces
+
     # ---------------------------------------------------------------------------- field checks
 
     @field_validator("log_cleanup_policy")

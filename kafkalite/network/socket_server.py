@@ -122,6 +122,13 @@ class SocketServer:
         for _ep, server in self._servers:
             await server.start_serving()
 
+    def connection_counts(self) -> dict[str, int]:
+        """Open connections per listener (Kafka's connection-count; read by kafkalite.metrics)."""
+        counts = {ep.listener_name: 0 for ep, _server in self._servers}
+        for c in self._connections:
+            counts[c.info.listener_name] = counts.get(c.info.listener_name, 0) + 1
+        return counts
+
     def _accept(self, ep: Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock: socket.socket | None = writer.get_extra_info("socket")
         if sock is not None:

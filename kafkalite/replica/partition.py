@@ -97,6 +97,7 @@ class ReplicationContext:
     is_broker_alive: Callable[[int], bool] = lambda _b: True
     complete_delayed_requests: Callable[[TopicPartition], None] = lambda _tp: None
     now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+    mark_isr_change: Callable[[bool], None] = lambda _expand: None   # True: an expansion (metrics)
 
 
 class Partition:
@@ -404,6 +405,8 @@ class Partition:
             return False
         self.isr = set(accepted.isr)
         self.isr_order = list(accepted.isr)
+        if self.pending_isr_change is not None:   # Kafka's IsrExpandsPerSec / IsrShrinksPerSec
+            self.context.mark_isr_change(self.pending_isr_change.expand)
         self.pending_isr_change = None
         self.partition_epoch = accepted.partition_epoch
         log.info("[Partition %s] ISR updated to %s%s and version updated to %d", self.tp,

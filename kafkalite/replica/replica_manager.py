@@ -20,6 +20,7 @@ from kafkalite.log.errors import (CorruptRecordError, DecompressionError, KafkaS
 from kafkalite.log.log import ORIGIN_CLIENT
 from kafkalite.log.record_batch import split_batches
 from kafkalite.log.log_manager import LogManager, log_delete_dir_name
+from kafkalite.metrics.stats import BrokerTopicStats, IsrChangeStats
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.purgatory import DelayedOperationPurgatory
 from kafkalite.replica.delayed_delete_records import DeleteRecordsPartitionStatus, DelayedDeleteRecords
@@ -124,6 +125,8 @@ class ReplicaManager:
         self.produce_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Fetch")
         self.delete_records_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("DeleteRecords")
+        # Kafka's BrokerTopicStats and ISR meters (kafkalite.metrics reads them)
+        self.broker_topic_stats, self.isr_change_stats = BrokerTopicStats(), IsrChangeStats()
         # Listeners told when a partition's high watermark moves (e.g. fetch sessions, coordinators).
         self._hw_listeners: list[Callable[[TopicPartition], None]] = []
         self._leadership_listeners: list[tuple[BecameLeaderListener, BecameFollowerOrStoppedListener]] = []
@@ -143,7 +146,8 @@ class ReplicaManager:
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             alter_partition_manager=alter_partition_manager,
             is_broker_alive=self._broker_alive,
-            complete_delayed_requests=self._complete_delayed_and_notify)
+            complete_delayed_requests=self._complete_delayed_and_notify,
+            mark_isr_change=self.isr_change_stats.mark)
 
     # -- leadership (the embedded single-node controller's direct calls) ----------------------
     def become_leader(self, tp: TopicPartition, topic_id: uuid.UUID, leader_epoch: int,
@@ -624,6 +628,7 @@ class ReplicaManager:
                 if not _unknown_append_info(e):
                     result.log_start_offset = _log_start_offset(self.partitions.get(tp))
                 continue
+            self.broker_topic_stats.record_append(tp.topic, len(records), info.last_offset - info.first_offset + 1)
             result.base_offset = info.first_offset
             result.log_append_time = info.log_append_time
             result.log_start_offset = info.log_start_offset

@@ -20,6 +20,8 @@ from kafkalite.server.add_partitions_to_txn_manager import AddPartitionsToTxnMan
 from kafkalite.coordinator.transaction.transaction_state_manager import TransactionConfig, TransactionStateManager
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleaner
 from kafkalite.log.log_manager import LogManager
+from kafkalite.metrics.prometheus import BrokerMetricSources, PrometheusEndpoint
+from kafkalite.metrics.stats import EventLoopLagMonitor, RequestMetrics
 from kafkalite.network.socket_server import Endpoint, SocketServer
 from kafkalite.replica.alter_partition_manager import AlterPartitionManager, controller_endpoint_from
 from kafkalite.replica.fetcher.replica_fetcher_manager import ReplicaFetcherManager
@@ -103,6 +105,10 @@ class KafkaServer:
         self._shutdown_done = False
         # how late the loop runs callbacks (read by the metrics endpoint); started with the server
         self.event_loop_monitor = EventLoopMonitor()
+        # kafkalite.metrics.prometheus.port: the Prometheus endpoint (None: off, nothing counted per request)
+        self.request_metrics = RequestMetrics()
+        self.metrics_endpoint: Optional[PrometheusEndpoint] = None
+        self.metrics_address: Optional[tuple[str, int]] = None
 
     def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
         protocols = self.config.listener_protocols()
@@ -166,9 +172,10 @@ class KafkaServer:
             self.broker_id, cfg, self.replica_manager, endpoint_of, lambda: self.broker_epoch.current)
 
         specs: list[ApiSpec] = []
+        handle_frame = lambda conn, frame: apis.handle_frame(conn, frame)  # noqa: E731
         self.socket_server = SocketServer(
             [Endpoint(e.name, e.host, e.port) for e in cfg.listener_endpoints()],
-            lambda conn, frame: apis.handle_frame(conn, frame),
+            handle_frame if cfg.kafkalite_metrics_prometheus_port is None else self.request_metrics.instrument(handle_frame),
             max_request_bytes=cfg.socket_request_max_bytes,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
             receive_buffer_bytes=cfg.socket_receive_buffer_bytes)
@@ -297,11 +304,30 @@ class KafkaServer:
         self.alter_partition_manager.start()
         self.config_manager.start()
         self.kafka_controller.startup()
+        self._start_metrics_endpoint()
         # "ready" means serving with the cluster's metadata: a controller known, and alone (the
         # embedded mode) every partition led again
         await wait_for_initial_metadata(self.kafka_controller, cache, alone=not self.cluster_mode,
                                         timeout_s=max(10.0, cfg.zookeeper_session_timeout_ms / 1000))
         return self.bound
+
+    def _start_metrics_endpoint(self) -> None:
+        """The Prometheus endpoint, when kafkalite.metrics.prometheus.port is set: it reads this
+        broker's components at each scrape (kafkalite.metrics.prometheus)."""
+        port = self.config.kafkalite_metrics_prometheus_port
+        rm, socket_server = self.replica_manager, self.socket_server
+        if port is None or rm is None or socket_server is None:
+            return
+        groups = self.group_coordinator
+        purgatories = [rm.produce_purgatory, rm.fetch_purgatory, rm.delete_records_purgatory]
+        if groups is not None:
+            purgatories += [groups.heartbeat_purgatory, groups.rebalance_purgatory]
+        self.metrics_endpoint = PrometheusEndpoint(self.config.kafkalite_metrics_prometheus_host, port, BrokerMetricSources(
+            broker_topic_stats=rm.broker_topic_stats, request_metrics=self.request_metrics,
+            isr_stats=rm.isr_change_stats, lag_monitor=EventLoopLagMonitor(), replica_manager=rm,
+            purgatories=lambda: purgatories, controller=self.kafka_controller,
+            connection_counts=socket_server.connection_counts))
+        self.metrics_address = self.metrics_endpoint.start()
 
     def _loopback_address(self, listener: str) -> Optional[tuple[str, int]]:
         """Where this broker's own controller reaches it: the bound inter-broker listener, over
@@ -438,6 +464,8 @@ class KafkaServer:
         if self._shutdown_done:
             return
         self._shutdown_done = True
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         # No new connections; then every request still waiting is answered before the
         # connections close: parked JoinGroup/SyncGroup get NOT_COORDINATOR, long-poll fetches
         # and acks=all produces complete now with what the logs hold.

@@ -199,6 +199,7 @@ def make(services: BrokerServices) -> ApiSpec:
                 if r.diverging_epoch is not None else None,
                 preferred_read_replica=r.preferred_read_replica,
                 records=None if cp.key in null_records else r.records()))
+        replica_manager.broker_topic_stats.record_bytes_out(replica_id >= 0, [(cp.key[1], r.size) for cp, r in included])
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
                     responses=topics)
 
