@@ -256,19 +256,25 @@ LOG_FLUSH_STATS = LogFlushStats()
 
 class EventLoopLagMonitor:
     """How late the event loop runs a callback: a task sleeps `interval_s` and records by how much
-    it overslept. Started with the Prometheus endpoint; one task per broker, owned here."""
+    it overslept. Started with the Prometheus endpoint; one task per broker, owned here. With
+    `interval_s=None` it runs no task of its own and is fed through `record` (a broker feeds it
+    from kafkalite.server.event_loop_monitor, so one timer measures the loop)."""
 
-    def __init__(self, interval_s: float = 0.1) -> None:
+    def __init__(self, interval_s: Optional[float] = 0.1) -> None:
         self.interval_s = interval_s
         self.lag_ms = Window()
         self._task: Optional[asyncio.Task[None]] = None
 
+    def record(self, lag_ms: float) -> None:
+        self.lag_ms.add(max(0.0, lag_ms))
+
     def start(self) -> None:
-        if self._task is None:
+        if self._task is None and self.interval_s is not None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="kafkalite-event-loop-lag")
 
     async def _run(self) -> None:
         interval = self.interval_s
+        assert interval is not None
         clock = time.perf_counter   # uvloop's loop.time() has a millisecond resolution
         while True:
             expected = clock() + interval

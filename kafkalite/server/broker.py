@@ -322,9 +322,11 @@ class KafkaServer:
         purgatories = [rm.produce_purgatory, rm.fetch_purgatory, rm.delete_records_purgatory]
         if groups is not None:
             purgatories += [groups.heartbeat_purgatory, groups.rebalance_purgatory]
+        lag_monitor = EventLoopLagMonitor(interval_s=None)    # fed by the server's loop monitor
+        self.event_loop_monitor.on_sample = lag_monitor.record
         self.metrics_endpoint = PrometheusEndpoint(self.config.kafkalite_metrics_prometheus_host, port, BrokerMetricSources(
             broker_topic_stats=rm.broker_topic_stats, request_metrics=self.request_metrics,
-            isr_stats=rm.isr_change_stats, lag_monitor=EventLoopLagMonitor(), replica_manager=rm,
+            isr_stats=rm.isr_change_stats, lag_monitor=lag_monitor, replica_manager=rm,
             purgatories=lambda: purgatories, controller=self.kafka_controller,
             connection_counts=socket_server.connection_counts))
         self.metrics_address = self.metrics_endpoint.start()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from kafkalite.tasks import cancel_and_wait
 
@@ -32,6 +32,8 @@ class EventLoopMonitor:
         self.lag_samples = 0
         self.samples = 0
         self._task: Optional[asyncio.Task[None]] = None
+        # also told every lag (the metrics endpoint's percentile window), when set
+        self.on_sample: Optional[Callable[[float], None]] = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="event-loop-monitor")
@@ -50,6 +52,8 @@ class EventLoopMonitor:
         lag_ms = max(0.0, lag_ms)
         self.samples += 1
         self.last_lag_ms = lag_ms
+        if self.on_sample is not None:
+            self.on_sample(lag_ms)
         if lag_ms > self.max_lag_ms:
             self.max_lag_ms = lag_ms
         if lag_ms > self.threshold_ms:
