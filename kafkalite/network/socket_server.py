@@ -53,7 +53,8 @@ _conn_ids = itertools.count()
 # Responses with fewer file bytes than this are copied into one buffer and written by the
 # event loop: below it a worker thread's hand-off and the wait for an empty transport buffer
 # cost more than the copy (measured: docs/benchmarks.md, "Zero-copy fetch").
-SENDFILE_MIN_BYTES = 64 * 1024
+# KAFKALITE_SENDFILE_MIN_BYTES overrides it (for benchmarks; a negative value always copies).
+SENDFILE_MIN_BYTES = int(os.environ.get("KAFKALITE_SENDFILE_MIN_BYTES", 64 * 1024))
 
 
 @dataclass(slots=True)
@@ -184,7 +185,8 @@ class SocketServer:
         self._endpoints = endpoints
         # sendfile loops block in poll() while a slow consumer's socket is full: their own threads
         self._sendfile = SendfileConfig(
-            ThreadPoolExecutor(max_workers=8, thread_name_prefix="sendfile") if zero_copy else None,
+            ThreadPoolExecutor(max_workers=8, thread_name_prefix="sendfile")
+            if zero_copy and sendfile_min_bytes >= 0 else None,
             sendfile_min_bytes)
         self._handler = handler
         self._max_request_bytes = max_request_bytes
