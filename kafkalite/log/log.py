@@ -92,10 +92,22 @@ class FetchDataInfo:
     file_slices: list[FileSlice]
     size: int
     _files: tuple[SegmentFile, ...] = field(default=(), repr=False)
+    # each file's truncation count as the read located the slices: a send checks it did not move
+    _truncations: tuple[int, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._truncations = tuple(f.truncations for f in self._files)
 
     @property
     def first_entry_incomplete(self) -> bool:
         return False    # only whole batches are returned
+
+    def located_slices(self) -> list[tuple[FileSlice, SegmentFile, int]]:
+        """Each slice with the file that keeps its descriptor open and that file's truncation
+        count at read time (empty when the result holds no files)."""
+        if len(self._files) != len(self.file_slices):
+            return []
+        return list(zip(self.file_slices, self._files, self._truncations))
 
     def read_bytes(self) -> bytes:
         """The bytes of every slice (short if a truncation raced the read)."""

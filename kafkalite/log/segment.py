@@ -89,11 +89,13 @@ class SegmentFile:
     shutdown).
     """
 
-    __slots__ = ("fd", "path")
+    __slots__ = ("fd", "path", "truncations")
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # counted BEFORE each ftruncate: a fetch being sent from this file checks it (network/send.py)
+        self.truncations = 0
 
     def fileno(self) -> int:
         return self.fd
@@ -232,6 +234,7 @@ class LogSegment:
         except OSError as e:
             # Leave no partial batch behind: a torn write would be served or survive a restart.
             try:
+                self.file.truncations += 1
                 os.ftruncate(self.file.fd, start)
             except OSError:
                 pass
@@ -522,6 +525,7 @@ class LogSegment:
         truncated = self._size - valid
         if truncated > 0:
             try:
+                self.file.truncations += 1
                 os.ftruncate(self.file.fd, valid)
             except OSError as e:
                 raise KafkaStorageError(f"I/O error truncating {self.log_path}: {e}") from e
@@ -550,6 +554,7 @@ class LogSegment:
             new_size = mapping[0]
             truncated = self._size - new_size
             try:
+                self.file.truncations += 1
                 os.ftruncate(self.file.fd, new_size)
             except OSError as e:
                 raise KafkaStorageError(f"I/O error truncating {self.log_path}: {e}") from e

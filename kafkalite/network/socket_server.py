@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Optional, Protocol
+from typing import Awaitable, Callable, Optional, Protocol, Union
+
+from kafkalite.network.send import RegionChangedError, ResponseSend, send_blocking
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +34,11 @@ class ConnectionInfo:
     security_protocol: str = "PLAINTEXT"
 
 
+Response = Union[bytes, bytearray, ResponseSend]
+
+
 class RequestHandler(Protocol):
-    def __call__(self, conn: ConnectionInfo, frame: memoryview) -> Awaitable[Optional[bytes]]: ...
+    def __call__(self, conn: ConnectionInfo, frame: memoryview) -> Awaitable[Optional[Response]]: ...
 
 
 @dataclass
@@ -43,13 +50,26 @@ class Endpoint:
 
 _SIZE = 4
 _conn_ids = itertools.count()
+# Responses with fewer file bytes than this are copied into one buffer and written by the
+# event loop: below it a worker thread's hand-off and the wait for an empty transport buffer
+# cost more than the copy (measured: docs/benchmarks.md, "Zero-copy fetch").
+# KAFKALITE_SENDFILE_MIN_BYTES overrides it (for benchmarks; a negative value always copies).
+SENDFILE_MIN_BYTES = int(os.environ.get("KAFKALITE_SENDFILE_MIN_BYTES", 64 * 1024))
+
+
+@dataclass(slots=True)
+class SendfileConfig:
+    """How file-backed responses leave: ``executor`` runs the sendfile loops; None copies."""
+    executor: Optional[ThreadPoolExecutor]
+    min_bytes: int = SENDFILE_MIN_BYTES
 
 
 class _Connection:
-    __slots__ = ("info", "reader", "writer", "handler", "max_request_bytes", "busy", "task")
+    __slots__ = ("info", "reader", "writer", "handler", "max_request_bytes", "busy", "task",
+                 "sendfile", "_sock", "_closing", "_pending")
 
     def __init__(self, info: ConnectionInfo, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 handler: RequestHandler, max_request_bytes: int) -> None:
+                 handler: RequestHandler, max_request_bytes: int, sendfile: SendfileConfig) -> None:
         self.info = info
         self.reader = reader
         self.writer = writer
@@ -57,6 +77,69 @@ class _Connection:
         self.max_request_bytes = max_request_bytes
         self.busy = False
         self.task: Optional[asyncio.Task[None]] = None
+        self.sendfile = sendfile
+        self._sock: Optional[socket.socket] = None      # a dup of the transport's socket, for sendfile
+        self._closing = [False]                          # tells a worker's send loop to stop
+        self._pending: Optional[asyncio.Future[None]] = None
+
+    async def _write(self, response: Response) -> None:
+        writer = self.writer
+        if isinstance(response, ResponseSend):
+            cfg = self.sendfile
+            if cfg.executor is None or response.file_bytes < cfg.min_bytes \
+                    or self.info.security_protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+                response = response.materialize()
+            else:
+                await self._send_zero_copy(response, cfg.executor)
+                return
+        writer.write(response)
+        if writer.transport.get_write_buffer_size() > 1 << 20:
+            await writer.drain()
+
+    async def _send_zero_copy(self, response: ResponseSend, executor: ThreadPoolExecutor) -> None:
+        """Hold the connection's response stream (the next request is read only after this one
+        is answered), let the transport flush what it buffered, then a worker thread sends the
+        parts on a duplicate of the socket's descriptor; the loop keeps reading into the stream."""
+        transport = self.writer.transport
+        if transport.get_write_buffer_size() > 0:
+            transport.set_write_buffer_limits(high=0, low=0)
+            try:
+                await self.writer.drain()
+            finally:
+                transport.set_write_buffer_limits()
+            while transport.get_write_buffer_size() > 0:  # drain() wakes on low water; be sure
+                if transport.is_closing():
+                    raise ConnectionResetError("connection closed while flushing")
+                await asyncio.sleep(0.001)
+        if self._sock is None:
+            raw = self.writer.get_extra_info("socket")
+            if raw is None:
+                self.writer.write(response.materialize())
+                return
+            self._sock = socket.socket(fileno=os.dup(raw.fileno()))
+        parts = response.for_sendfile()
+        fut = asyncio.get_running_loop().run_in_executor(executor, send_blocking, self._sock, parts,
+                                                         self._closing)
+        self._pending = fut
+        await fut
+        self._pending = None
+
+    def _release_socket(self) -> None:
+        self._closing[0] = True
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        pending = self._pending
+        if pending is not None and not pending.done():
+            # a worker is mid-send (the task was cancelled): end the connection now, which also
+            # fails the worker's next send, and close the descriptor once the worker let go
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            pending.add_done_callback(lambda _f: sock.close())
+        else:
+            sock.close()
 
     async def run(self) -> None:
         reader, writer = self.reader, self.writer
@@ -73,13 +156,15 @@ class _Connection:
                 try:
                     response = await self.handler(self.info, memoryview(frame))
                     if response is not None:
-                        writer.write(response)
-                        if writer.transport.get_write_buffer_size() > 1 << 20:
-                            await writer.drain()
+                        await self._write(response)
                 finally:
                     self.busy = False
         except CloseConnection as e:
             log.info("closing %s: %s", self.info.connection_id, e)
+        except RegionChangedError as e:
+            # the response is incomplete on the wire: the client sees a closed connection, never
+            # bytes other than the ones the log read
+            log.warning("closing %s: %s", self.info.connection_id, e)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except asyncio.CancelledError:
@@ -87,6 +172,7 @@ class _Connection:
         except Exception:  # never let one connection take the broker down
             log.exception("closing %s after an unexpected error", self.info.connection_id)
         finally:
+            self._release_socket()
             writer.close()
 
 
@@ -94,8 +180,14 @@ class SocketServer:
     """Owns the listening sockets and the connection tasks it starts."""
 
     def __init__(self, endpoints: list[Endpoint], handler: RequestHandler, max_request_bytes: int,
-                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1) -> None:
+                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1,
+                 zero_copy: bool = True, sendfile_min_bytes: int = SENDFILE_MIN_BYTES) -> None:
         self._endpoints = endpoints
+        # sendfile loops block in poll() while a slow consumer's socket is full: their own threads
+        self._sendfile = SendfileConfig(
+            ThreadPoolExecutor(max_workers=8, thread_name_prefix="sendfile")
+            if zero_copy and sendfile_min_bytes >= 0 else None,
+            sendfile_min_bytes)
         self._handler = handler
         self._max_request_bytes = max_request_bytes
         self._send_buffer_bytes = send_buffer_bytes
@@ -145,7 +237,7 @@ class SocketServer:
         info = ConnectionInfo(
             connection_id=f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(_conn_ids)}",
             listener_name=ep.listener_name, client_host=str(peer[0]), client_port=int(peer[1]))
-        conn = _Connection(info, reader, writer, self._handler, self._max_request_bytes)
+        conn = _Connection(info, reader, writer, self._handler, self._max_request_bytes, self._sendfile)
         self._connections.add(conn)
         conn.task = asyncio.get_running_loop().create_task(conn.run())
         conn.task.add_done_callback(lambda _t, c=conn: self._connections.discard(c))
@@ -169,3 +261,6 @@ class SocketServer:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._connections.clear()
+        if self._sendfile.executor is not None:
+            # every send loop was told to stop; their threads end within a poll interval
+            self._sendfile.executor.shutdown(wait=False, cancel_futures=True)

@@ -800,6 +800,9 @@ class ReplicaManager:
         [fetch offset, the offset after the last batch read)."""
         if result.size == 0:
             return []
+        # none up to the log end: no need to read the records (they stay in the files for sendfile)
+        if not p.log.collect_aborted_transactions(fetch_offset, p.log.log_end_offset):
+            return []
         batches, _valid = split_batches(result.records())
         if not batches:
             return []

@@ -10,33 +10,53 @@ the exception's Kafka error code) on the same, still open, connection.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from kafkalite.log.log import FetchDataInfo
+from kafkalite.network.send import ResponseSend
 from kafkalite.network.socket_server import CloseConnection, ConnectionInfo
 from kafkalite.protocol.errors import ErrorCode, kafka_error_of
 from kafkalite.protocol.header import MalformedHeaderError, decode_request_header, peek_api
 from kafkalite.protocol.messages import messages_for
 from kafkalite.server.encoded_response import EncodedResponse
 from kafkalite.server.error_responses import error_response
+from kafkalite.server.fetch_response import UnsupportedShape, encode_fetch_response
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
 
-def _encode(response: Any, api_version: int, correlation_id: int) -> Optional[bytes]:
+def _encode(response: Any, api_version: int, correlation_id: int) -> Optional[Union[bytes, ResponseSend]]:
     if response is None:
         return None
     if isinstance(response, EncodedResponse):
         return response.frame(correlation_id)
+    if response.API_KEY == ApiKey.Fetch:
+        return _encode_fetch(response, api_version, correlation_id)
     # version before header: kafka-python's version setter writes into a request header
     # (request_api_version), which a response header lacks
     response.API_VERSION = api_version
     response.with_header(correlation_id=correlation_id)
     return response.encode(header=True, framed=True)
+
+
+def _encode_fetch(response: Any, api_version: int, correlation_id: int) -> Union[bytes, ResponseSend]:
+    """Record bytes stay in the segment files (server/fetch_response.py); a response shape that
+    encoder does not write goes through the generic codec with the bytes read."""
+    try:
+        return encode_fetch_response(response, api_version, correlation_id)
+    except UnsupportedShape:
+        for t in response.responses or ():
+            for p in t.partitions or ():
+                if isinstance(p.records, FetchDataInfo):
+                    p.records = p.records.read_bytes()
+        response.API_VERSION = api_version
+        response.with_header(correlation_id=correlation_id)
+        return response.encode(header=True, framed=True)
 
 
 def decode_body(request_class: Any, body: memoryview, version: int) -> Any:
@@ -57,7 +77,7 @@ class KafkaApis:
     def __init__(self, specs: list[ApiSpec]) -> None:
         self.specs: dict[int, ApiSpec] = {s.api_key: s for s in specs}
 
-    async def handle_frame(self, conn: ConnectionInfo, frame: memoryview) -> Optional[bytes]:
+    async def handle_frame(self, conn: ConnectionInfo, frame: memoryview) -> Optional[bytes | ResponseSend]:
         try:
             api_key, api_version, correlation_id = peek_api(frame)
         except MalformedHeaderError as e:

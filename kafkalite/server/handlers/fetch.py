@@ -10,6 +10,7 @@ from typing import Optional
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from kafkalite.log.errors import UnsupportedCompressionTypeError
+from kafkalite.log.log import FetchDataInfo
 from kafkalite.log.legacy_records import MAGIC_V0, MAGIC_V1, lazy_down_convert
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
@@ -40,6 +41,12 @@ def down_conversion_magic(version: int) -> int | None:
 
 FIRST_CLIENT_METADATA_VERSION = 11   # rack id: KafkaApis builds ClientMetadata from v11
 FIRST_DIVERGING_EPOCH_VERSION = 12   # last_fetched_epoch in, diverging_epoch out
+
+
+def _records_of(r: FetchPartitionResult) -> bytes | FetchDataInfo:
+    if r.data_bytes is None and r.data is not None:
+        return r.data
+    return r.records()
 
 
 def _now_ms() -> int:
@@ -198,7 +205,9 @@ def make(services: BrokerServices) -> ApiSpec:
                 diverging_epoch=P.EpochEndOffset(epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])
                 if r.diverging_epoch is not None else None,
                 preferred_read_replica=r.preferred_read_replica,
-                records=None if cp.key in null_records else r.records()))
+                # the log's FetchDataInfo when nothing read the bytes yet: the response encoder
+                # (server/fetch_response.py) leaves them in the segment files for sendfile
+                records=None if cp.key in null_records else _records_of(r)))
         replica_manager.broker_topic_stats.record_bytes_out(replica_id >= 0, [(cp.key[1], r.size) for cp, r in included])
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
                     responses=topics)
