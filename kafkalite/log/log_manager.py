@@ -103,7 +103,6 @@ class LogManager:
         # a lock per file so the pool never interleaves two writes of one file.
         self._written: dict[Path, bytes] = {}
         self._file_locks: dict[Path, threading.Lock] = {}
-        self.recovered_segments = 0     # segments re-validated at start-up (tests, logs)
 
     # -- start-up ----------------------------------------------------------------------------
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
