@@ -179,7 +179,7 @@ class Log:
         self._unsynced_files: list[Path] = []
         # fsyncs of other per-partition checkpoints (the leader-epoch file) that must be
         # durable before the recovery point passes what they describe.
-        self._checkpoint_syncs: list[Callable[[], None]] = []
+        self._checkpoint_syncs: dict[str, Callable[[], None]] = {}
         # Set by the LogManager when an event loop runs the fsyncs in its thread pool: roll
         # and flush.messages then ask it for a flush instead of fsyncing on this thread.
         self.flush_scheduler: FlushScheduler | None = None
@@ -713,9 +713,10 @@ class Log:
             raise job.errors[0]
         self.complete_flush(job, now_ms=now_ms)
 
-    def add_checkpoint_sync(self, sync: Callable[[], None]) -> None:
-        """``sync`` runs in every flush job before the recovery point advances."""
-        self._checkpoint_syncs.append(sync)
+    def set_checkpoint_sync(self, name: str, sync: Callable[[], None]) -> None:
+        """``sync`` (of the checkpoint file ``name``) runs in every flush job before the
+        recovery point advances; a later one for the same file replaces it."""
+        self._checkpoint_syncs[name] = sync
 
     def prepare_flush(self, up_to_offset: int | None = None) -> FlushJob | None:
         """The flush up to ``up_to_offset`` (default: the log end), or None when nothing is
@@ -735,7 +736,7 @@ class Log:
                 segments.append(seg)
                 new_files = new_files or seg.base_offset >= old
         snapshots, self._unsynced_files = self._unsynced_files, []
-        return FlushJob(self.dir, offset, segments, snapshots, list(self._checkpoint_syncs),
+        return FlushJob(self.dir, offset, segments, snapshots, list(self._checkpoint_syncs.values()),
                         new_files or bool(snapshots), self._truncations)
 
     @staticmethod

@@ -99,6 +99,7 @@ class LogManager:
         self._flush_wakeup: asyncio.Event | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._checkpoint_tasks: set[asyncio.Future[None]] = set()
+        self._checkpoint_pending: set[Path] = set()
         # Last content written per checkpoint file (unchanged content is not rewritten), and
         # a lock per file so the pool never interleaves two writes of one file.
         self._written: dict[Path, bytes] = {}
@@ -337,11 +338,27 @@ class LogManager:
         self._write_checkpoint(*self._log_start_offsets_of(d))
 
     def _checkpoint_dir_soon(self, d: Path) -> None:
-        """Checkpoint ``d`` in the pool when the flusher runs (the contents are taken now)."""
+        """Checkpoint ``d`` in the pool when the flusher runs: once for all the deletions of
+        this pass of the loop (a StopReplica of thousands of partitions writes it once)."""
+        try:
+            on_loop = self._loop is not None and asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if not on_loop or self._loop is None:
+            self._checkpoint_dir(d)
+            return
+        if d not in self._checkpoint_pending:
+            self._checkpoint_pending.add(d)
+            self._loop.call_soon(self._submit_dir_checkpoint, d)
+
+    def _submit_dir_checkpoint(self, d: Path) -> None:
+        if d not in self._checkpoint_pending:
+            return      # submitted already (stop_flusher)
+        self._checkpoint_pending.discard(d)
         if self._loop is None or self._executor is None:
             self._checkpoint_dir(d)
             return
-        items = [self._recovery_points_of(d), self._log_start_offsets_of(d)]
+        items = [self._recovery_points_of(d), self._log_start_offsets_of(d)]   # taken on the loop
         fut = self._loop.run_in_executor(
             self._executor, lambda: [self._write_checkpoint(p, b) for p, b in items] and None)
         self._checkpoint_tasks.add(fut)
@@ -437,27 +454,10 @@ class LogManager:
             lg.complete_flush(job, now_ms=now)
         log.debug("Flushed %d logs in %.1f ms", len(jobs), (time.monotonic() - start) * 1000)
 
-    async def flush_logs(self, logs: Iterable[Log] | None = None) -> None:
-        """Flush ``logs`` (default: all) to their end in the pool and wait for it."""
-        for lg in list(self._logs.values()) if logs is None else logs:
-            if not lg.closed and lg.log_end_offset > lg.recovery_point:
-                self.schedule_flush(lg, None)
-        await self._flush_requested()
-
-    def request_flush_dirty_logs(self, now_ms: int | None = None) -> int:
-        """Kafka's flushDirtyLogs for the log.flush.interval.ms task, without waiting: logs
-        whose last flush is ``flush.ms`` old are handed to the flusher."""
-        now = self._clock_ms() if now_ms is None else now_ms
-        n = 0
-        for lg in list(self._logs.values()):
-            if not lg.closed and lg.log_end_offset > lg.recovery_point \
-                    and now - lg.last_flush_ms >= lg.config.flush_ms:
-                self.schedule_flush(lg, None)
-                n += 1
-        return n
-
     async def stop_flusher(self) -> None:
         """Stop the flusher and wait for the fsyncs and checkpoint writes in flight."""
+        for d in list(self._checkpoint_pending):
+            self._submit_dir_checkpoint(d)
         if self._flusher is not None:
             self._flusher.cancel()
             try:

@@ -146,7 +146,7 @@ class Partition:
                     cache.assign(h.partition_leader_epoch, h.base_offset)
         # Recovery may have cut a torn tail: epochs that start beyond the log end never happened.
         cache.truncate_from_end(log.log_end_offset)
-        log.add_checkpoint_sync(cache.sync)
+        log.set_checkpoint_sync("leader-epoch-checkpoint", cache.sync)
         return cache
 
     # -- leadership (LeaderAndIsr) -----------------------------------------------------------

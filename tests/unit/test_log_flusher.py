@@ -54,7 +54,7 @@ def test_roll_flushes_off_the_loop_and_the_checkpoint_follows(tmp_path: Path, mo
         lm.start_flusher()
         lg = lm.get_or_create_log("t", 0)
         cache = LeaderEpochCache(lg.dir / "leader-epoch-checkpoint")
-        lg.add_checkpoint_sync(cache.sync)
+        lg.set_checkpoint_sync("leader-epoch-checkpoint", cache.sync)
         monkeypatch.setattr(os, "fsync", recording_fsync)
         cache.assign(0, 0)
         for _ in range(7):                      # 3 batches a segment: rolls at 6 and 12
@@ -146,6 +146,36 @@ def test_flush_messages_are_flushed_by_the_pool(tmp_path: Path) -> None:
             await asyncio.sleep(0.01)
         assert lg.recovery_point == 4
         await lm.stop_flusher()
+        await asyncio.to_thread(lm.shutdown)
+
+    asyncio.run(run())
+
+
+def test_deleting_many_logs_checkpoints_once_in_the_pool(tmp_path: Path, monkeypatch) -> None:
+    d = tmp_path / "logs"
+    writes: list[str] = []
+
+    async def run() -> None:
+        lm = LogManager([d], LogConfig(), lock_dirs=False)
+        lm.startup()
+        lm.start_flusher()
+        for p in range(30):
+            lm.get_or_create_log("t", p).append_as_leader(records(2), 0, T0)
+        real = lm._write_checkpoint
+
+        def recording(path: Path, data: bytes) -> bool:
+            writes.append(f"{path.name}@{threading.current_thread().name}")
+            return real(path, data)
+        monkeypatch.setattr(lm, "_write_checkpoint", recording)
+        for p in range(25):
+            lm.delete_log("t", p)
+        assert writes == []                      # nothing written on the loop
+        await lm.stop_flusher()                  # waits for the checkpoint write
+        assert sorted(w.split("@")[0] for w in writes) == [
+            "log-start-offset-checkpoint", "recovery-point-offset-checkpoint"]
+        assert all(w.split("@")[1].startswith("kafka-log-flush") for w in writes)
+        assert set(read_offset_checkpoint(d / "recovery-point-offset-checkpoint")) == \
+            {("t", p) for p in range(25, 30)}
         await asyncio.to_thread(lm.shutdown)
 
     asyncio.run(run())
