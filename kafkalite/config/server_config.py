@@ -299,6 +299,7 @@ class KafkaConfig(BaseModel):
     log_flush_interval_messages: Long = Field(LONG_MAX, alias="log.flush.interval.messages", ge=1)
     log_flush_interval_ms: OptLong = Field(None, alias="log.flush.interval.ms")
     log_flush_scheduler_interval_ms: Long = Field(LONG_MAX, alias="log.flush.scheduler.interval.ms")
+    num_recovery_threads_per_data_dir: Int = Field(1, alias="num.recovery.threads.per.data.dir", ge=1)
     log_flush_offset_checkpoint_interval_ms: Int = Field(
         60000, alias="log.flush.offset.checkpoint.interval.ms", ge=0
     )
@@ -658,7 +659,6 @@ ALIAS_TO_FIELD: dict[str, str] = {alias: name for name, alias in FIELD_TO_ALIAS.
 # Kafka keys accepted without a warning although kafkalite does not act on them (thread pools,
 # purgatory tuning, metrics, message-format knobs that only matter to old formats).
 IGNORED_KEYS: frozenset[str] = frozenset({
-    "num.recovery.threads.per.data.dir",
     "num.replica.alter.log.dirs.threads",
     "background.threads",
     "fetch.purgatory.purge.interval.requests",

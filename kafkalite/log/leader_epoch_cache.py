@@ -1,16 +1,22 @@
 """The leader-epoch cache of a partition (Kafka's LeaderEpochFileCache): which leader epoch began
 at which offset, checkpointed to `leader-epoch-checkpoint` in the partition directory.
 
+Writes replace the file atomically but do not fsync it on the caller's thread (the event loop):
+:meth:`LeaderEpochCache.sync` makes it durable, and the log runs it in its flush job before its
+recovery point advances, so an entry is durable before the data above it is. After a crash the
+entries of the unflushed tail are taken again from its batches (Partition load).
+
 It answers OffsetForLeaderEpoch: "where did epoch E end?" — what consumers use to detect log
 truncation after a leader change (KIP-320), and what followers will truncate by.
 """
 from __future__ import annotations
 
 import bisect
+import os
 from pathlib import Path
 from typing import Iterable, Optional
 
-from kafkalite.log.checkpoint import CheckpointError, atomic_write
+from kafkalite.log.checkpoint import CheckpointError, atomic_write, fsync_dir
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -45,6 +51,7 @@ class LeaderEpochCache:
         self.path = path
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        self._unsynced = False
         for e, o in entries:
             self._append(e, o)
 
@@ -123,5 +130,23 @@ class LeaderEpochCache:
         self.flush()
 
     def flush(self) -> None:
+        """Write the checkpoint (atomically, no fsync: see :meth:`sync`)."""
         if self.path is not None:
-            atomic_write(self.path, format_epoch_checkpoint(self.entries))
+            atomic_write(self.path, format_epoch_checkpoint(self.entries), sync=False)
+            self._unsynced = True
+
+    def sync(self) -> None:
+        """fsync the checkpoint written last, if not yet (thread-safe against :meth:`flush`:
+        the flag is cleared first, so a write racing this one is synced by the next call)."""
+        if not self._unsynced or self.path is None:
+            return
+        self._unsynced = False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return      # the partition was deleted
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.path.parent)

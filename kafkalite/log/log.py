@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.checkpoint import fsync_dir, read_partition_metadata, write_partition_metadata
+from kafkalite.log.checkpoint import (PARTITION_METADATA_FILE, fsync_dir, fsync_file,
+                                      read_partition_metadata, write_partition_metadata)
 from kafkalite.log.append_policy import apply_compression_type, validate_records
 from kafkalite.log.errors import (InconsistentTopicIdError, InvalidRecordError, KafkaStorageError,
                                   LogError,
@@ -117,6 +118,24 @@ class FetchDataInfo:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+@dataclass(slots=True)
+class FlushJob:
+    """What a flush of a log up to ``offset`` must make durable, taken on the writer's thread
+    (:meth:`Log.prepare_flush`) so the fsyncs can run on another one (:meth:`Log.run_flush`);
+    :meth:`Log.complete_flush` then advances the recovery point on the writer's thread."""
+    dir: Path
+    offset: int
+    segments: list[LogSegment]
+    snapshots: list[Path]
+    checkpoint_syncs: list[Callable[[], None]]
+    sync_dir: bool
+    truncations: int
+    errors: list[BaseException] = field(default_factory=list)
+
+
+FlushScheduler = Callable[["Log", "int | None"], None]
+
+
 def _as_byte_view(records: bytes | bytearray | memoryview) -> memoryview:
     mv = records if isinstance(records, memoryview) else memoryview(records)
     if mv.ndim != 1 or mv.format not in ("B", "b", "c"):
@@ -168,6 +187,15 @@ class Log:
         self.producer_state = ProducerStateManager()
         # Offset of the newest producer-state snapshot written or loaded (-1: none).
         self._last_snapshot_offset = -1
+        # Files written without fsync (snapshots at roll, partition.metadata): the next flush
+        # job syncs them.
+        self._unsynced_files: list[Path] = []
+        # fsyncs of other per-partition checkpoints (the leader-epoch file) that must be
+        # durable before the recovery point passes what they describe.
+        self._checkpoint_syncs: dict[str, Callable[[], None]] = {}
+        # Set by the LogManager when an event loop runs the fsyncs in its thread pool: roll
+        # and flush.messages then ask it for a flush instead of fsyncing on this thread.
+        self.flush_scheduler: FlushScheduler | None = None
         try:
             self.topic, self.partition = parse_topic_partition(dir.name)
         except ValueError:
@@ -192,7 +220,10 @@ class Log:
         dir.mkdir(parents=True, exist_ok=True)
         swaps = _remove_temp_files_and_collect_swaps(dir)
         _complete_swaps(dir, swaps, config, now)
-        segments, recovered = _load_segments(dir, config, now)
+        # After a crash the segments from the one holding the recovery point on are
+        # re-validated and their indexes rebuilt: checking those indexes first is wasted work.
+        segments, recovered = _load_segments(
+            dir, config, now, None if had_clean_shutdown else recovery_point)
         if not had_clean_shutdown and segments:
             recovered |= _recover_from(segments, recovery_point)
         if not segments:
@@ -265,15 +296,20 @@ class Log:
         self.producer_state = psm
 
     # -- producer-state snapshots ------------------------------------------------------------
-    def take_producer_snapshot(self) -> bool:
+    def take_producer_snapshot(self, *, sync: bool = True) -> bool:
         """Snapshot the producer state at the log end offset, unless one exists there
         (Kafka's takeSnapshot, at roll and at close). Returns whether one was written."""
-        return self.take_producer_snapshot_at(self._next_offset)
+        return self.take_producer_snapshot_at(self._next_offset, sync=sync)
 
-    def take_producer_snapshot_at(self, offset: int) -> bool:
+    def take_producer_snapshot_at(self, offset: int, *, sync: bool = True) -> bool:
+        """Without ``sync`` the file is fsynced by the next flush (before the recovery point
+        passes ``offset``)."""
         if offset <= self._last_snapshot_offset:
             return False
-        write_snapshot(snapshot_file(self.dir, offset), self.producer_state.producers.values())
+        path = snapshot_file(self.dir, offset)
+        write_snapshot(path, self.producer_state.producers.values(), sync=sync)
+        if not sync:
+            self._unsynced_files.append(path)
         self._last_snapshot_offset = offset
         return True
 
@@ -358,7 +394,10 @@ class Log:
                     f"Tried to assign topic ID {topic_id} to log for {self.name}, but log "
                     f"already contained topic ID {self._topic_id}")
             return
-        write_partition_metadata(self.dir, topic_id)
+        # fsynced by the next flush (Kafka flushes partition.metadata asynchronously too): a
+        # crash before it loses only the id, which the next LeaderAndIsr assigns again.
+        write_partition_metadata(self.dir, topic_id, sync=False)
+        self._unsynced_files.append(self.dir / PARTITION_METADATA_FILE)
         self._topic_id = topic_id
 
     # -- appending ---------------------------------------------------------------------------
@@ -502,7 +541,10 @@ class Log:
 
     def _maybe_flush(self, now_ms: int) -> None:
         if self._next_offset - self._recovery_point >= self._config.flush_messages:
-            self.flush(now_ms=now_ms)
+            if self.flush_scheduler is not None:
+                self.flush_scheduler(self, None)    # fsync in the LogManager's thread pool
+            else:
+                self.flush(now_ms=now_ms)
 
     # -- rolling -----------------------------------------------------------------------------
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int,
@@ -546,7 +588,11 @@ class Log:
         # start of the log (Kafka snapshots at every roll).
         if self.producer_state.map_end_offset < new_offset:
             self.producer_state.map_end_offset = new_offset
-        self.take_producer_snapshot_at(new_offset)
+        self.take_producer_snapshot_at(new_offset, sync=False)
+        # Kafka's roll schedules a flush of everything below the new segment: it advances the
+        # recovery point, so after a crash only the segments from here on are re-validated.
+        if self.flush_scheduler is not None:
+            self.flush_scheduler(self, new_offset)
         return seg
 
     # -- reading -----------------------------------------------------------------------------
@@ -680,32 +726,96 @@ class Log:
     # -- durability --------------------------------------------------------------------------
     def flush(self, up_to_offset: int | None = None, *, now_ms: int | None = None) -> None:
         """fsync the segments holding [recovery point, up_to_offset) and advance the recovery
-        point (default: everything)."""
+        point (default: everything), on this thread."""
+        job = self.prepare_flush(up_to_offset)
+        if job is None:
+            return
+        self.run_flush(job)
+        if job.errors:
+            raise job.errors[0]
+        self.complete_flush(job, now_ms=now_ms)
+
+    def set_checkpoint_sync(self, name: str, sync: Callable[[], None]) -> None:
+        """``sync`` (of the checkpoint file ``name``) runs in every flush job before the
+        recovery point advances; a later one for the same file replaces it."""
+        self._checkpoint_syncs[name] = sync
+
+    def prepare_flush(self, up_to_offset: int | None = None) -> FlushJob | None:
+        """The flush up to ``up_to_offset`` (default: the log end), or None when nothing is
+        left to make durable. On the writer's thread."""
         self._check_open()
         offset = self._next_offset if up_to_offset is None else min(up_to_offset, self._next_offset)
         old = self._recovery_point
-        if offset <= old:
-            return
+        if offset <= old and not self._unsynced_files:
+            return None
+        segments: list[LogSegment] = []
         new_files = False
-        i = max(0, bisect.bisect_right(self._bases, old) - 1)
-        for seg in self._segments[i:]:
-            if seg.base_offset >= offset:
-                break
-            seg.flush()
-            new_files = new_files or seg.base_offset >= old
-        if new_files:
-            fsync_dir(self.dir)   # new segment files must survive too
-        self._recovery_point = offset
-        self._last_flush_ms = _wall_ms() if now_ms is None else now_ms
+        if offset > old:
+            i = max(0, bisect.bisect_right(self._bases, old) - 1)
+            for seg in self._segments[i:]:
+                if seg.base_offset >= offset:
+                    break
+                segments.append(seg)
+                new_files = new_files or seg.base_offset >= old
+        snapshots, self._unsynced_files = self._unsynced_files, []
+        return FlushJob(self.dir, offset, segments, snapshots, list(self._checkpoint_syncs.values()),
+                        new_files or bool(snapshots), self._truncations)
 
-    def close(self) -> None:
-        """Flush, write the final time index entries, trim the indexes, close the files."""
+    @staticmethod
+    def run_flush(job: FlushJob) -> None:
+        """The fsyncs of ``job``, on any thread (errors are collected in ``job.errors``: a
+        segment deleted meanwhile by retention or truncation is not a failure of the log)."""
+        for seg in job.segments:
+            try:
+                seg.flush()
+            except Exception as e:
+                job.errors.append(e)
+        for path in job.snapshots:
+            try:
+                fsync_file(path)
+            except FileNotFoundError:
+                pass            # deleted since (truncation, retention): nothing to keep
+            except OSError as e:
+                job.errors.append(e)
+        for sync in job.checkpoint_syncs:
+            try:
+                sync()
+            except Exception as e:
+                job.errors.append(e)
+        if job.sync_dir:
+            try:
+                fsync_dir(job.dir)   # new segment and snapshot files must survive too
+            except OSError as e:
+                job.errors.append(e)
+
+    def complete_flush(self, job: FlushJob, *, now_ms: int | None = None) -> bool:
+        """Advance the recovery point to the job's offset (on the writer's thread). Not after a
+        failed job, nor when the log was truncated meanwhile (the data it synced may be
+        gone). Returns whether the recovery point moved."""
+        self._last_flush_ms = _wall_ms() if now_ms is None else now_ms
+        if self._closed or job.errors or job.truncations != self._truncations:
+            return False
+        if self._recovery_point < job.offset <= self._next_offset:
+            self._recovery_point = job.offset
+            return True
+        return False
+
+    def close(self, *, sync: bool = True) -> None:
+        """Flush, write the final time index entries, trim the indexes, close the files.
+
+        ``sync=False`` (a LogManager shutdown) writes everything without fsync and counts it
+        flushed: the caller makes the whole file system durable with one syncfs before it
+        writes the recovery-point checkpoint."""
         if self._closed:
             return
-        self.flush()
-        self.take_producer_snapshot()
+        if sync:
+            self.flush()
+        self.take_producer_snapshot(sync=sync)
         for seg in self._segments:
             seg.close()
+        if not sync:
+            self._recovery_point = self._next_offset
+            self._unsynced_files = []
         self._closed = True
 
     def close_handlers(self) -> None:
@@ -1047,9 +1157,12 @@ def _complete_swaps(dir: Path, swaps: list[Path], config: LogConfig, now_ms: int
         os.replace(f, f.with_name(f.name[:-len(SWAP_SUFFIX)]))
 
 
-def _load_segments(dir: Path, config: LogConfig, now_ms: int) -> tuple[list[LogSegment], set[int]]:
-    """Open every ``.log`` file; drop orphan index files; rebuild missing or insane indexes.
-    Returns the segments and the base offsets of those recovered."""
+def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: int | None = None
+                   ) -> tuple[list[LogSegment], set[int]]:
+    """Open every ``.log`` file; drop orphan index files; rebuild missing or insane indexes —
+    of the segments below the one holding ``recovery_point`` only, when given (the others are
+    recovered next, Kafka's LogLoader). Returns the segments and the base offsets of those
+    recovered."""
     names = {f.name for f in dir.iterdir() if f.is_file()}
     log_bases = set()
     for name in names:
@@ -1066,12 +1179,18 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int) -> tuple[list[LogS
             (dir / name).unlink(missing_ok=True)
     segments: list[LogSegment] = []
     recovered: set[int] = set()
+    bases = sorted(log_bases)
+    check_below: int | None = None
+    if recovery_point is not None and bases:
+        check_below = bases[max(0, bisect.bisect_right(bases, recovery_point) - 1)]
     try:
-        for base in sorted(log_bases):
+        for base in bases:
             indexes_present = (offset_index_file(dir, base).name in names
                                and time_index_file(dir, base).name in names)
             seg = LogSegment.open(dir, base, config, now_ms=now_ms)
             segments.append(seg)
+            if check_below is not None and base >= check_below:
+                continue
             if not indexes_present or not seg.check_loaded():
                 log.info("%s: rebuilding indexes of segment %d", dir.name, base)
                 seg.recover()

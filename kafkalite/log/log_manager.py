@@ -7,30 +7,45 @@ Each log directory holds one ``<topic>-<partition>`` directory per partition plu
   without it, logs are recovered from their recovery points;
 * ``.lock`` — held (flock) while the broker runs, so two brokers never share a directory.
 
+Durability (issue 13: no fsync on the event loop). Once :meth:`LogManager.start_flusher` ran on
+the loop, every fsync of the logs runs in the manager's thread pool: a roll asks for a flush of
+the rolled segments (Kafka's roll → flushUptoOffsetExclusive), ``flush.messages`` and the
+``log.flush.interval.ms`` task ask for one of the whole log; the flusher task runs at most one
+flush per log at a time and advances each recovery point on the loop once its fsyncs are done,
+so a checkpointed recovery point never passes data that is not durable. Checkpoint files are
+written in the pool too, and only when their content changed. At shutdown the logs are closed
+without fsyncs and each log directory's file system is synced once (syncfs) before the
+checkpoints and the marker are written: thousands of partitions shut down in a second or two.
+
+Loading uses ``num.recovery.threads.per.data.dir`` threads per directory.
+
 Deleted partitions are renamed to ``<topic>-<partition>.<uuid>-delete`` and removed; leftovers
 of that kind are removed at start-up.
 """
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
                                       RECOVERY_POINT_CHECKPOINT_FILE, CheckpointError,
-                                      atomic_write, fsync_dir, read_offset_checkpoint,
-                                      write_offset_checkpoint)
+                                      atomic_write, format_offset_checkpoint, fsync_dir,
+                                      read_offset_checkpoint, syncfs)
 from kafkalite.log.descriptor_limit import DescriptorBudget
 from kafkalite.log.errors import KafkaStorageError, LogError
 from kafkalite.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE_NAME
-from kafkalite.log.log import Log, parse_topic_partition
+from kafkalite.log.log import FlushJob, Log, parse_topic_partition
 from kafkalite.log.segment import log_file, offset_index_file, time_index_file, txn_index_file
 
 log = logging.getLogger(__name__)
@@ -42,6 +57,8 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 TopicPartitionKey = tuple[str, int]
+# Threads that run the fsyncs: fsync releases the GIL and a disk serves several at once.
+FLUSH_THREADS = 4
 
 
 def _wall_ms() -> int:
@@ -83,18 +100,33 @@ def _remove_new_log_dir(path: Path) -> None:
 
 class LogManager:
     def __init__(self, log_dirs: Iterable[Path | str], default_config: LogConfig, *,
-                 lock_dirs: bool = True, clock_ms: Callable[[], int] = _wall_ms) -> None:
+                 lock_dirs: bool = True, clock_ms: Callable[[], int] = _wall_ms,
+                 num_recovery_threads_per_data_dir: int = 1) -> None:
         self.log_dirs: list[Path] = [Path(d) for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("at least one log directory is required")
         self.default_config = default_config
         self._lock_dirs = lock_dirs
         self._clock_ms = clock_ms
+        self._recovery_threads = max(1, num_recovery_threads_per_data_dir)
         self._logs: dict[TopicPartitionKey, Log] = {}
         self._dir_of: dict[TopicPartitionKey, Path] = {}
         self._locks: dict[Path, int] = {}
         self._started = False
         self._descriptor_budget = DescriptorBudget()   # new logs never take the last descriptors
+        # The background flusher (start_flusher): requests by log, the highest offset asked
+        # (None: the log end), drained by one task that runs the fsyncs in the pool.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._flush_requests: dict[Log, int | None] = {}
+        self._flush_wakeup: asyncio.Event | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._checkpoint_tasks: set[asyncio.Future[None]] = set()
+        self._checkpoint_pending: set[Path] = set()
+        # Last content written per checkpoint file (unchanged content is not rewritten), and
+        # a lock per file so the pool never interleaves two writes of one file.
+        self._written: dict[Path, bytes] = {}
+        self._file_locks: dict[Path, threading.Lock] = {}
 
     # -- start-up ----------------------------------------------------------------------------
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -132,6 +164,7 @@ class LogManager:
         self._locks.clear()
 
     def _load_dir(self, d: Path, configs: Mapping[str, LogConfig], now: int) -> None:
+        """Load every log of ``d`` with ``num.recovery.threads.per.data.dir`` threads."""
         marker = d / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         try:
@@ -146,10 +179,11 @@ class LogManager:
         except (CheckpointError, OSError) as e:
             log.warning("Error reading %s in %s: %s", LOG_START_OFFSET_CHECKPOINT_FILE, d, e)
             log_start_offsets = {}
-        for child in sorted(d.iterdir()):
-            if not child.is_dir():
-                continue
-            name = child.name
+        to_load: list[tuple[TopicPartitionKey, Path]] = []
+        with os.scandir(d) as it:
+            entries = sorted((e.name for e in it if e.is_dir()))
+        for name in entries:
+            child = d / name
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)
                 continue
@@ -163,12 +197,28 @@ class LogManager:
             if key in self._logs:
                 raise LogError(f"Duplicate log directories for {name} are found: "
                                f"{self._dir_of[key]} and {d}")
-            config = configs.get(key[0], self.default_config)
-            self._logs[key] = Log.open(child, config,
-                                       recovery_point=recovery_points.get(key, 0),
-                                       log_start_offset=log_start_offsets.get(key, 0),
-                                       had_clean_shutdown=clean, now_ms=now)
+            to_load.append((key, child))
+
+        def load(item: tuple[TopicPartitionKey, Path]) -> Log:
+            key, child = item
+            return Log.open(child, configs.get(key[0], self.default_config),
+                            recovery_point=recovery_points.get(key, 0),
+                            log_start_offset=log_start_offsets.get(key, 0),
+                            had_clean_shutdown=clean, now_ms=now)
+
+        if self._recovery_threads > 1 and len(to_load) > 1:
+            with ThreadPoolExecutor(self._recovery_threads,
+                                    thread_name_prefix="log-recovery") as pool:
+                loaded = list(pool.map(load, to_load))
+        else:
+            loaded = [load(item) for item in to_load]
+        for (key, _child), lg in zip(to_load, loaded):
+            self._logs[key] = lg
             self._dir_of[key] = d
+            self._attach(lg)
+        # What the checkpoints hold now need not be written again until it changes.
+        self._remember_checkpoint(d / RECOVERY_POINT_CHECKPOINT_FILE)
+        self._remember_checkpoint(d / LOG_START_OFFSET_CHECKPOINT_FILE)
         if marker.exists():
             # From now on a crash must recover: the marker only vouches for the last shutdown.
             marker.unlink()
@@ -209,6 +259,7 @@ class LogManager:
             lg = self._create_log(d / f"{topic}-{partition}", config or self.default_config, topic_id)
             self._logs[key] = lg
             self._dir_of[key] = d
+            self._attach(lg)
         elif topic_id is not None:
             lg.assign_topic_id(topic_id)
         return lg
@@ -279,6 +330,7 @@ class LogManager:
         self._lock(d)
         self._logs[key] = lg
         self._dir_of[key] = d
+        self._attach(lg)
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         for (t, _p), lg in self._logs.items():
@@ -301,14 +353,16 @@ class LogManager:
         except FileNotFoundError:
             target = lg.dir
         shutil.rmtree(target, ignore_errors=True)
+        self._flush_requests.pop(lg, None)
         if checkpoint:
-            self._checkpoint_dir(d)
+            self._checkpoint_dir_soon(d)
         return lg
 
     def checkpoint_dir(self, d: Path) -> None:
-        """Write the directory's recovery-point and log-start-offset checkpoints now."""
+        """Write the directory's recovery-point and log-start-offset checkpoints (in the flush
+        pool when called on the loop with the flusher running, else now)."""
         if d in self.log_dirs:
-            self._checkpoint_dir(d)
+            self._checkpoint_dir_soon(d)
 
     # -- periodic work -----------------------------------------------------------------------
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
@@ -348,41 +402,204 @@ class LogManager:
     def _logs_in(self, d: Path) -> dict[TopicPartitionKey, Log]:
         return {k: lg for k, lg in self._logs.items() if self._dir_of.get(k) == d}
 
-    def _checkpoint_dir(self, d: Path) -> None:
-        self._write_recovery_points(d)
-        self._write_log_start_offsets(d)
+    # -- checkpoint files --------------------------------------------------------------------
+    def _recovery_points_of(self, d: Path) -> tuple[Path, bytes]:
+        return d / RECOVERY_POINT_CHECKPOINT_FILE, format_offset_checkpoint(
+            {k: lg.recovery_point for k, lg in self._logs_in(d).items()})
 
-    def _write_recovery_points(self, d: Path) -> None:
-        write_offset_checkpoint(d / RECOVERY_POINT_CHECKPOINT_FILE,
-                                {k: lg.recovery_point for k, lg in self._logs_in(d).items()})
-
-    def _write_log_start_offsets(self, d: Path) -> None:
+    def _log_start_offsets_of(self, d: Path) -> tuple[Path, bytes]:
         # Only logs whose start offset lies inside their first segment need an entry (Kafka):
         # otherwise the first segment's base offset says it.
-        write_offset_checkpoint(d / LOG_START_OFFSET_CHECKPOINT_FILE,
-                                {k: lg.log_start_offset for k, lg in self._logs_in(d).items()
-                                 if lg.log_start_offset > lg.segments[0].base_offset})
+        return d / LOG_START_OFFSET_CHECKPOINT_FILE, format_offset_checkpoint(
+            {k: lg.log_start_offset for k, lg in self._logs_in(d).items()
+             if lg.log_start_offset > lg.segments[0].base_offset})
+
+    def _remember_checkpoint(self, path: Path) -> None:
+        try:
+            self._written[path] = path.read_bytes()
+        except OSError:
+            self._written.pop(path, None)
+
+    def _write_checkpoint(self, path: Path, data: bytes) -> bool:
+        """Write ``data`` to ``path`` (atomically, fsynced) unless it already holds it. Any
+        thread; one write of a file at a time, and never an older content over a newer."""
+        lock = self._file_locks.setdefault(path, threading.Lock())
+        with lock:
+            if self._written.get(path) == data:
+                return False
+            atomic_write(path, data)
+            self._written[path] = data
+            return True
+
+    def _checkpoint_dir(self, d: Path) -> None:
+        self._write_checkpoint(*self._recovery_points_of(d))
+        self._write_checkpoint(*self._log_start_offsets_of(d))
+
+    def _checkpoint_dir_soon(self, d: Path) -> None:
+        """Checkpoint ``d`` in the pool when the flusher runs: once for all the deletions of
+        this pass of the loop (a StopReplica of thousands of partitions writes it once)."""
+        try:
+            on_loop = self._loop is not None and asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if not on_loop or self._loop is None:
+            self._checkpoint_dir(d)
+            return
+        if d not in self._checkpoint_pending:
+            self._checkpoint_pending.add(d)
+            self._loop.call_soon(self._submit_dir_checkpoint, d)
+
+    def _submit_dir_checkpoint(self, d: Path) -> None:
+        if d not in self._checkpoint_pending:
+            return      # submitted already (stop_flusher)
+        self._checkpoint_pending.discard(d)
+        if self._loop is None or self._executor is None:
+            self._checkpoint_dir(d)
+            return
+        items = [self._recovery_points_of(d), self._log_start_offsets_of(d)]   # taken on the loop
+        fut = self._loop.run_in_executor(
+            self._executor, lambda: [self._write_checkpoint(p, b) for p, b in items] and None)
+        self._checkpoint_tasks.add(fut)
+        fut.add_done_callback(self._checkpoint_done)
+
+    def _checkpoint_done(self, fut: "asyncio.Future[None]") -> None:
+        self._checkpoint_tasks.discard(fut)
+        if not fut.cancelled() and fut.exception() is not None:
+            log.error("Error writing checkpoints", exc_info=fut.exception())
 
     def checkpoint_recovery_points(self) -> None:
         for d in self.log_dirs:
-            self._write_recovery_points(d)
+            self._write_checkpoint(*self._recovery_points_of(d))
 
     def checkpoint_log_start_offsets(self) -> None:
         for d in self.log_dirs:
-            self._write_log_start_offsets(d)
+            self._write_checkpoint(*self._log_start_offsets_of(d))
+
+    async def checkpoint_recovery_points_async(self) -> None:
+        """Kafka's checkpointLogRecoveryOffsets (every log.flush.offset.checkpoint.interval.ms):
+        the offsets are taken on the loop — each already durable below it — and the files
+        written in the pool."""
+        await self._write_in_pool([self._recovery_points_of(d) for d in self.log_dirs])
+
+    async def checkpoint_log_start_offsets_async(self) -> None:
+        """Kafka's checkpointLogStartOffsets (log.flush.start.offset.checkpoint.interval.ms)."""
+        await self._write_in_pool([self._log_start_offsets_of(d) for d in self.log_dirs])
+
+    async def _write_in_pool(self, items: list[tuple[Path, bytes]]) -> None:
+        changed = [(p, b) for p, b in items if self._written.get(p) != b]
+        if not changed:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor,
+                                   lambda: [self._write_checkpoint(p, b) for p, b in changed])
+
+    # -- background flushes ------------------------------------------------------------------
+    def _attach(self, lg: Log) -> None:
+        if self._loop is not None:
+            lg.flush_scheduler = self.schedule_flush
+
+    def start_flusher(self) -> None:
+        """From now on fsyncs run in the pool, driven by a task on the running loop."""
+        if self._flusher is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="kafka-log-flush")
+        self._flush_wakeup = asyncio.Event()
+        for lg in self._logs.values():
+            lg.flush_scheduler = self.schedule_flush
+        self._flusher = self._loop.create_task(self._run_flusher(), name="kafka-log-flusher")
+
+    def schedule_flush(self, lg: Log, up_to_offset: int | None = None) -> None:
+        """Ask for ``lg`` to be flushed up to ``up_to_offset`` (None: its end at flush time).
+        On the loop; returns at once."""
+        if lg not in self._flush_requests:
+            self._flush_requests[lg] = up_to_offset
+        else:
+            prev = self._flush_requests[lg]
+            self._flush_requests[lg] = None if prev is None or up_to_offset is None \
+                else max(prev, up_to_offset)
+        if self._flush_wakeup is not None:
+            self._flush_wakeup.set()
+
+    async def _run_flusher(self) -> None:
+        assert self._flush_wakeup is not None
+        while True:
+            await self._flush_wakeup.wait()
+            self._flush_wakeup.clear()
+            await self._flush_requested()
+
+    async def _flush_requested(self) -> None:
+        """One round: every log asked for, each once (a request made meanwhile waits for the
+        next round, so one flush per log runs at a time)."""
+        requests, self._flush_requests = self._flush_requests, {}
+        jobs: list[tuple[Log, FlushJob]] = []
+        for lg, offset in requests.items():
+            if lg.closed:
+                continue
+            job = lg.prepare_flush(offset)
+            if job is not None:
+                jobs.append((lg, job))
+        if not jobs:
+            return
+        loop = asyncio.get_running_loop()
+        start = time.monotonic()
+        await asyncio.gather(*(loop.run_in_executor(self._executor, Log.run_flush, job)
+                               for _lg, job in jobs))
+        now = self._clock_ms()
+        for lg, job in jobs:
+            if job.errors and not lg.closed:
+                log.error("Error flushing log %s: %s", lg.name, job.errors[0])
+            lg.complete_flush(job, now_ms=now)
+        log.debug("Flushed %d logs in %.1f ms", len(jobs), (time.monotonic() - start) * 1000)
+
+    async def stop_flusher(self) -> None:
+        """Stop the flusher and wait for the fsyncs and checkpoint writes in flight."""
+        for d in list(self._checkpoint_pending):
+            self._submit_dir_checkpoint(d)
+        if self._flusher is not None:
+            self._flusher.cancel()
+            try:
+                await self._flusher
+            except asyncio.CancelledError:
+                pass
+            self._flusher = None
+        if self._checkpoint_tasks:
+            await asyncio.gather(*list(self._checkpoint_tasks), return_exceptions=True)
+        if self._executor is not None:
+            executor, self._executor = self._executor, None
+            await asyncio.to_thread(executor.shutdown, True)
+        for lg in self._logs.values():
+            lg.flush_scheduler = None
+        self._flush_requests.clear()
+        self._loop = None
 
     # -- shutdown ----------------------------------------------------------------------------
     def shutdown(self, broker_epoch: int = -1) -> None:
-        """Flush and close every log, write both checkpoints, then the clean-shutdown marker."""
+        """Close every log (without fsyncs), sync each directory's file system once, write
+        both checkpoints, then the clean-shutdown marker. Call :meth:`stop_flusher` first."""
         errors: list[BaseException] = []
         for lg in self._logs.values():
             try:
-                lg.close()
+                lg.close(sync=False)
             except Exception as e:  # keep closing the others; no marker if anything failed
                 log.exception("Error closing log %s", lg.name)
                 errors.append(e)
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
+        synced: set[int] = set()
+        sync_failed = False
+        for d in self.log_dirs:
+            try:
+                dev = os.stat(d).st_dev
+                if dev not in synced:
+                    syncfs(d)   # every closed log's data, indexes and snapshots, at once
+                    synced.add(dev)
+            except OSError as e:
+                log.error("Error syncing log directory %s: %s", d, e)
+                errors.append(e)
+                sync_failed = True
+        if not sync_failed:
+            # Not before the data is durable: the checkpoints would claim it flushed.
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
         if not errors:
             marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
             for d in self.log_dirs:

@@ -119,11 +119,13 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     return decode_snapshot(data)
 
 
-def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
-    """Write atomically: temp file, fsync, rename over ``path``, fsync the directory."""
+def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: bool = True) -> None:
+    """Write atomically: temp file, fsync, rename over ``path``, fsync the directory (without
+    ``sync`` the fsyncs are the caller's: the log's flush job, as Kafka flushes the snapshot
+    taken at a roll in its async flush)."""
     data = encode_snapshot(entries)
     try:
-        atomic_write(path, data)
+        atomic_write(path, data, sync=sync)
     except OSError as e:
         path.with_name(path.name + TEMP_SUFFIX).unlink(missing_ok=True)   # atomic_write's temp file
         raise KafkaStorageError(f"I/O error writing producer snapshot {path}: {e}") from e

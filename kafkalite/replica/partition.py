@@ -139,8 +139,15 @@ class Partition:
                     entries.append((h.partition_leader_epoch, h.base_offset))
             cache = LeaderEpochCache(log.dir / "leader-epoch-checkpoint", entries)
             cache.flush()
+        elif log.recovery_point < log.log_end_offset:
+            # The checkpoint is fsynced by the log's flushes only: after a crash, epochs of the
+            # unflushed tail may be missing from it (Kafka's recovery assigns them likewise).
+            for h in log.iter_batch_headers(log.recovery_point):
+                if h.partition_leader_epoch > cache.latest_epoch:
+                    cache.assign(h.partition_leader_epoch, h.base_offset)
         # Recovery may have cut a torn tail: epochs that start beyond the log end never happened.
         cache.truncate_from_end(log.log_end_offset)
+        log.set_checkpoint_sync("leader-epoch-checkpoint", cache.sync)
         return cache
 
     # -- leadership (LeaderAndIsr) -----------------------------------------------------------

@@ -149,9 +149,13 @@ class KafkaServer:
         self.dynamic_config.load(self.config_manager)
         internal_topics = await internal_topic_records(self.zk)
         default_log_config = broker_log_config(self.dynamic_config.current)
-        self.log_manager = LogManager(log_dirs, default_log_config)
+        self.log_manager = LogManager(
+            log_dirs, default_log_config,
+            num_recovery_threads_per_data_dir=cfg.num_recovery_threads_per_data_dir)
         # Opening logs reads files (and recovers them after a crash): keep it off the loop.
         await asyncio.to_thread(self.log_manager.startup)
+        # From here on the logs' fsyncs run in the log manager's thread pool.
+        self.log_manager.start_flusher()
 
         cache = MetadataCache(cluster_id, self.broker_id)
         self.metadata_cache = cache
@@ -398,14 +402,17 @@ class KafkaServer:
                     log.info("retention deleted %d segment(s) of %s", deleted, tp)
 
         def flush() -> None:
+            # handed to the log manager's flusher: the fsyncs run in its thread pool
             for p in list(rm.partitions.values()):
-                p.log.flush()
+                if not p.log.closed and p.log.log_end_offset > p.log.recovery_point:
+                    lm.schedule_flush(p.log)
 
         self.scheduler.schedule("kafka-log-retention", retention, cfg.log_retention_check_interval_ms,
                                 initial_delay_ms=30_000 if cfg.log_retention_check_interval_ms > 30_000 else None)
-        self.scheduler.schedule("kafka-recovery-point-checkpoint", lm.checkpoint_recovery_points,
+        # written in the log manager's pool, and only when they changed
+        self.scheduler.schedule("kafka-recovery-point-checkpoint", lm.checkpoint_recovery_points_async,
                                 cfg.log_flush_offset_checkpoint_interval_ms)
-        self.scheduler.schedule("kafka-log-start-offset-checkpoint", lm.checkpoint_log_start_offsets,
+        self.scheduler.schedule("kafka-log-start-offset-checkpoint", lm.checkpoint_log_start_offsets_async,
                                 cfg.log_flush_start_offset_checkpoint_interval_ms)
         # replication-offset-checkpoint: each partition's high watermark, read back at start-up
         self.scheduler.schedule("highwatermark-checkpoint", rm.checkpoint_high_watermarks,
@@ -498,6 +505,7 @@ class KafkaServer:
         if self.log_cleaner is not None:
             await self.log_cleaner.shutdown()   # before the logs close under it
         if self.log_manager is not None:
+            await self.log_manager.stop_flusher()
             await asyncio.to_thread(self.log_manager.shutdown)
         if self.kafka_controller is not None:
             await self.kafka_controller.shutdown()
