@@ -340,7 +340,6 @@ KAFKA_DYNAMIC_DEFAULTS: dict[str, str | None] = {
     "max.connection.creation.rate": "2147483647",
     "max.connections.per.ip.overrides": "",
     "metric.reporters": "",
-    "num.recovery.threads.per.data.dir": "1",
     "principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
     "remote.fetch.max.wait.ms": "500",
     "remote.log.index.file.cache.total.size.bytes": "1073741824",
