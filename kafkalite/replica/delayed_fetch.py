@@ -68,7 +68,10 @@ class DelayedFetch(DelayedOperation):
             end = self.end_offset_of(tp, status)
             if end is None:
                 return self.force_complete()
-            n = bytes_available(status.start_offset_metadata, end, status.fetch_info.partition_max_bytes)
+            start = status.start_offset_metadata
+            if end.message_offset == start.message_offset:
+                continue    # nothing new: most partitions of a fetch on most checks
+            n = bytes_available(start, end, status.fetch_info.partition_max_bytes)
             if n is None:
                 return self.force_complete()
             accumulated += n

@@ -266,6 +266,10 @@ class Partition:
     def high_watermark_metadata(self) -> LogOffsetMetadata:
         """The high watermark and where it lies (Kafka's fetchHighWatermarkMetadata). Raises
         OffsetOutOfRangeError if it is outside the log."""
+        metadata = self._high_watermark_metadata
+        # checked by every waiting fetch on every append: the common case in two comparisons
+        if metadata.segment_base_offset >= 0 and self._positions_truncations == self.log.truncations:
+            return metadata
         self._check_positions()
         metadata = self._high_watermark_metadata
         if metadata.message_offset_only:
