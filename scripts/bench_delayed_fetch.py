@@ -18,7 +18,8 @@ fetches parked with fetch_messages, appends with append_records): the replica la
 
 Usage: PYTHONPATH=<tree> python scripts/bench_delayed_fetch.py [--partitions 200] [--consumers 20]
            [--appends 4000] [--layouts none,one,all] [--repeat 3] [--in-process]
-The broker is started from the kafkalite on PYTHONPATH, so two trees compare side by side.
+Run it from the tree measured, with PYTHONPATH on it: the broker runs `python -m kafkalite`, which
+imports from its working directory first.
 """
 from __future__ import annotations
 
