@@ -37,6 +37,7 @@ from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, Batch
 from kafkalite.log.producer_snapshot import (CorruptSnapshotError, list_snapshots, read_snapshot,
                                              snapshot_file, write_snapshot)
 from kafkalite.log.transaction_index import AbortedTxn
+from kafkalite.log.log_offset_metadata import LogOffsetMetadata
 from kafkalite.log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
                                    SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment,
                                    SegmentFile, TimestampAndOffset, log_file, offset_index_file,
@@ -93,6 +94,9 @@ class FetchDataInfo:
     file_slices: list[FileSlice]
     size: int
     _files: tuple[SegmentFile, ...] = field(default=(), repr=False)
+    # where ``fetch_offset`` lies (Kafka's fetchOffsetMetadata): a waiting fetch measures new
+    # data from here
+    fetch_offset_metadata: LogOffsetMetadata | None = None
     # each file's truncation count as the read located the slices: a send checks it did not move
     _truncations: tuple[int, ...] = field(init=False, repr=False)
 
@@ -597,18 +601,26 @@ class Log:
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = False) -> FetchDataInfo:
+             min_one_message: bool = False, *, max_offset_metadata: LogOffsetMetadata | None = None
+             ) -> FetchDataInfo:
         """Whole batches from the one containing ``fetch_offset``: none containing an offset at
         or past ``max_offset`` (exclusive: the high watermark), at most ``max_bytes`` unless
-        ``min_one_message`` and the first batch alone is bigger (then that one batch)."""
+        ``min_one_message`` and the first batch alone is bigger (then that one batch).
+        ``max_offset_metadata``: where ``max_offset`` lies, if known (the result's
+        fetch_offset_metadata when reading at it)."""
         self._check_open()
         leo = self._next_offset
         if fetch_offset < self._log_start_offset or fetch_offset > leo:
             raise OffsetOutOfRangeError(
                 f"Received request for offset {fetch_offset} for partition {self.name}, but we "
                 f"only have log segments in the range {self._log_start_offset} to {leo}.")
-        if fetch_offset == leo or (max_offset is not None and fetch_offset >= max_offset):
-            return FetchDataInfo(fetch_offset, [], 0)
+        if fetch_offset == leo:
+            return FetchDataInfo(fetch_offset, [], 0, fetch_offset_metadata=self.log_end_offset_metadata)
+        if max_offset is not None and fetch_offset >= max_offset:
+            at_bound = max_offset_metadata is not None and max_offset_metadata.message_offset == fetch_offset \
+                and not max_offset_metadata.message_offset_only
+            return FetchDataInfo(fetch_offset, [], 0, fetch_offset_metadata=max_offset_metadata if at_bound
+                                 else self.convert_to_offset_metadata(fetch_offset))
         segments = self._segments
         i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
         slices: list[FileSlice] = []
@@ -616,6 +628,7 @@ class Log:
         total = 0
         remaining = max(0, max_bytes)
         first = True
+        start_metadata: LogOffsetMetadata | None = None
         while i < len(segments):
             seg = segments[i]
             r = seg.read(fetch_offset, remaining, None, min_one_message and first, max_offset)
@@ -623,6 +636,8 @@ class Log:
             if r is None:
                 continue
             pos, size, reached_end = r
+            if start_metadata is None:
+                start_metadata = LogOffsetMetadata(fetch_offset, seg.base_offset, pos)
             if size > 0:
                 slices.append(FileSlice(seg.fd, pos, size))
                 files.append(seg.file)
@@ -631,7 +646,32 @@ class Log:
                 first = False
             if not reached_end or remaining == 0:
                 break
-        return FetchDataInfo(fetch_offset, slices, total, tuple(files))
+        # nothing at or after fetch_offset left (deleted meanwhile): Kafka answers at the log end
+        return FetchDataInfo(fetch_offset, slices, total, tuple(files),
+                             start_metadata if start_metadata is not None else self.log_end_offset_metadata)
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        active = self._segments[-1]
+        return LogOffsetMetadata(self._next_offset, active.base_offset, active.size)
+
+    def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset`` lies: the position of the batch holding it, found from the offset
+        index and the batch headers after its entry, never by reading records (Kafka's
+        convertToOffsetMetadataOrThrow). Raises OffsetOutOfRangeError outside the log."""
+        self._check_open()
+        if offset < self._log_start_offset or offset > self._next_offset:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {offset} for partition {self.name}, but we "
+                f"only have log segments in the range {self._log_start_offset} to {self._next_offset}.")
+        if offset == self._next_offset:
+            return self.log_end_offset_metadata
+        segments = self._segments
+        for i in range(max(0, bisect.bisect_right(self._bases, offset) - 1), len(segments)):
+            found = segments[i].translate_offset(offset)
+            if found is not None:
+                return LogOffsetMetadata(offset, segments[i].base_offset, found[0])
+        return self.log_end_offset_metadata
 
     def iter_batches(self, buffer_size: int) -> Iterator[tuple[memoryview, BatchHeader]]:
         """Every batch from the log start to the log end offset as (bytes, header), read

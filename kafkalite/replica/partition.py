@@ -21,6 +21,7 @@ from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.log.errors import UnexpectedAppendOffsetError
 from kafkalite.log.leader_epoch_cache import LeaderEpochCache
 from kafkalite.log.log import ORIGIN_CLIENT, Log
+from kafkalite.log.log_offset_metadata import LogOffsetMetadata
 from kafkalite.log.record_batch import split_batches
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.replica.alter_partition_manager import AlterPartitionManager, LeaderAndIsr
@@ -125,7 +126,13 @@ class Partition:
         self.isr_order: list[int] = []
         self.pending_isr_change: Optional[PendingIsrChange] = None
         self.remote_replicas: dict[int, ReplicaState] = {}
-        self.high_watermark = 0
+        # the high watermark with its position in the log, found when a waiting fetch first
+        # needs it (Kafka's highWatermarkMetadata, converted lazily)
+        self._high_watermark_metadata = LogOffsetMetadata(0)
+        # the last stable offset's position while it is below the high watermark
+        self._last_stable_offset_metadata: Optional[LogOffsetMetadata] = None
+        # positions found before a truncation of the log are stale
+        self._positions_truncations = log.truncations
         self.leader_epoch_cache = self._load_leader_epoch_cache(log)
 
     @staticmethod
@@ -244,6 +251,50 @@ class Partition:
         """Below it every transaction is decided (Kafka's LSO): the first offset of the earliest
         ongoing transaction, capped by the high watermark."""
         return self.log.last_stable_offset(self.high_watermark)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark_metadata.message_offset
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        # at the log end (every append of a single-replica partition) the position is known;
+        # elsewhere it is looked up only if a waiting fetch asks for it
+        self._high_watermark_metadata = self.log.log_end_offset_metadata \
+            if offset == self.log.log_end_offset else LogOffsetMetadata(offset)
+
+    def _check_positions(self) -> None:
+        truncations = self.log.truncations
+        if truncations != self._positions_truncations:
+            self._positions_truncations = truncations
+            self._high_watermark_metadata = LogOffsetMetadata(self.high_watermark)
+            self._last_stable_offset_metadata = None
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The high watermark and where it lies (Kafka's fetchHighWatermarkMetadata). Raises
+        OffsetOutOfRangeError if it is outside the log."""
+        metadata = self._high_watermark_metadata
+        # checked by every waiting fetch on every append: the common case in two comparisons
+        if metadata.segment_base_offset >= 0 and self._positions_truncations == self.log.truncations:
+            return metadata
+        self._check_positions()
+        metadata = self._high_watermark_metadata
+        if metadata.message_offset_only:
+            metadata = self._high_watermark_metadata = self.log.convert_to_offset_metadata(metadata.message_offset)
+        return metadata
+
+    @property
+    def last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        """The last stable offset and where it lies (Kafka's fetchLastStableOffsetMetadata)."""
+        lso = self.last_stable_offset
+        if lso == self.high_watermark:
+            return self.high_watermark_metadata
+        self._check_positions()
+        metadata = self._last_stable_offset_metadata
+        if metadata is None or metadata.message_offset != lso:
+            metadata = self._last_stable_offset_metadata = self.log.convert_to_offset_metadata(lso)
+        return metadata
 
     @property
     def maximal_isr(self) -> set[int]:
@@ -568,3 +619,10 @@ class Partition:
         if is_follower:
             return self.log.log_end_offset
         return self.last_stable_offset if isolation_level == 1 else self.high_watermark
+
+    def fetch_upper_bound_metadata(self, isolation_level: int, is_follower: bool) -> LogOffsetMetadata:
+        """Where a fetch may read up to, with its position (Kafka's FetchIsolation: the log end
+        for followers, the last stable offset for read_committed, else the high watermark)."""
+        if is_follower:
+            return self.log.log_end_offset_metadata
+        return self.last_stable_offset_metadata if isolation_level == 1 else self.high_watermark_metadata

@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional
 from kafkalite.cluster.metadata_cache import BrokerInfo, MetadataCache, UpdateMetadataPartitionState
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
-from kafkalite.log.errors import (CorruptRecordError, DecompressionError, KafkaStorageError, OffsetOutOfRangeError,
+from kafkalite.log.errors import (CorruptRecordError, DecompressionError, KafkaStorageError,
                                   RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalite.log.log import ORIGIN_CLIENT
+from kafkalite.log.log_offset_metadata import LogOffsetMetadata
 from kafkalite.log.record_batch import split_batches
 from kafkalite.log.log_manager import LogManager, log_delete_dir_name
 from kafkalite.metrics.stats import BrokerTopicStats, IsrChangeStats
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.purgatory import DelayedOperationPurgatory
 from kafkalite.replica.delayed_delete_records import DeleteRecordsPartitionStatus, DelayedDeleteRecords
-from kafkalite.replica.delayed_fetch import DelayedFetch
+from kafkalite.replica.delayed_fetch import DelayedFetch, FetchPartitionStatus
 from kafkalite.replica.delayed_produce import DelayedProduce
 from kafkalite.replica.control_states import (EPOCH_DURING_DELETE, NO_EPOCH, LeaderAndIsrPartitionState,
                                               StopReplicaPartitionState)
@@ -100,6 +101,11 @@ _UNKNOWN_APPEND_INFO_CODES = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NO
 def _unknown_append_info(exc: Exception) -> bool:
     return isinstance(exc, _UNKNOWN_APPEND_INFO_ERRORS) or \
         (isinstance(exc, KafkaApiError) and exc.code in _UNKNOWN_APPEND_INFO_CODES)
+
+
+def _start_offset_metadata(result: FetchPartitionResult, info: FetchPartitionRequest) -> LogOffsetMetadata:
+    metadata = result.data.fetch_offset_metadata if result.data is not None else None
+    return metadata if metadata is not None else LogOffsetMetadata(info.fetch_offset)
 
 
 def _log_start_offset(partition: Optional["Partition"]) -> int:
@@ -677,38 +683,35 @@ class ReplicaManager:
                          for _tp, r in results)
         if max_wait_ms <= 0 or not fetch_infos or total >= min_bytes or answer_now:
             return results
+        # Kafka's fetchPartitionStatus: each partition waits from where its first read started
+        statuses = [(tp, FetchPartitionStatus(_start_offset_metadata(r, info), info))
+                    for (tp, info), (_tp, r) in zip(fetch_infos, results)]
         future: asyncio.Future[list[tuple[TopicPartition, FetchPartitionResult]]] = \
             asyncio.get_running_loop().create_future()
-        op = DelayedFetch(max_wait_ms, min_bytes, fetch_infos,
-                          lambda tp, info: self._available_bytes(tp, info, isolation_level, fetch_only_leader,
-                                                                 replica_id),
+        op = DelayedFetch(max_wait_ms, min_bytes, statuses,
+                          lambda tp, status: self._fetch_end_offset(tp, status.fetch_info, isolation_level,
+                                                                    fetch_only_leader, replica_id),
                           read, future)
         self.fetch_purgatory.try_complete_else_watch(op, [tp for tp, _ in fetch_infos])
         return await future
 
-    def _available_bytes(self, tp: TopicPartition, info: FetchPartitionRequest,
-                         isolation_level: int, fetch_only_leader: bool = True,
-                         replica_id: int = -1) -> Optional[int]:
+    def _fetch_end_offset(self, tp: TopicPartition, info: FetchPartitionRequest, isolation_level: int,
+                          fetch_only_leader: bool = True, replica_id: int = -1) -> Optional[LogOffsetMetadata]:
+        """Where a waiting fetch of `tp` may read up to now, with its position; None when it must
+        answer now (Kafka's DelayedFetch cases A-E and H: the partition is gone, this broker no
+        longer leads it, the epoch is fenced, or a follower's log diverged meanwhile)."""
         p = self.partitions.get(tp)
         if p is None:
             return None
         try:
             # Kafka's fetchOffsetSnapshot: a fenced epoch or lost leadership completes the fetch
             p.local_log_with_epoch(info.current_leader_epoch, fetch_only_leader)
-        except KafkaApiError:
+            end = p.fetch_upper_bound_metadata(isolation_level, is_follower=replica_id >= 0)
+            if info.last_fetched_epoch >= 0 and self._diverging_epoch(p, info) is not None:
+                return None     # case H: a truncation happened while it waited
+        except Exception:   # the read on completion reports the partition's error
             return None
-        upper = p.fetch_upper_bound(isolation_level, is_follower=replica_id >= 0)
-        if info.fetch_offset > p.log_end_offset or info.fetch_offset < p.log_start_offset:
-            return None
-        if info.last_fetched_epoch >= 0 and self._diverging_epoch(p, info) is not None:
-            return None     # Kafka's DelayedFetch case H: truncation happened while it waited
-        if info.fetch_offset >= upper:
-            return 0
-        try:
-            data = p.log.read(info.fetch_offset, info.partition_max_bytes, upper, True)
-        except OffsetOutOfRangeError:
-            return None
-        return data.size
+        return end
 
     @staticmethod
     def _diverging_epoch(p: Partition, info: FetchPartitionRequest) -> Optional[tuple[int, int]]:
@@ -774,7 +777,11 @@ class ReplicaManager:
                         continue
                 upper = p.fetch_upper_bound(isolation_level, is_follower=is_follower)
                 adjusted = max(0, min(info.partition_max_bytes, limit))
-                data = p.log.read(info.fetch_offset, adjusted, upper, min_one_message)
+                # at the bound (a caught-up consumer) the bound's known position is the fetch's
+                upper_metadata = p.fetch_upper_bound_metadata(isolation_level, is_follower) \
+                    if info.fetch_offset == upper else None
+                data = p.log.read(info.fetch_offset, adjusted, upper, min_one_message,
+                                  max_offset_metadata=upper_metadata)
                 result = FetchPartitionResult(ErrorCode.NONE, hw, lso, lso_start, data,
                                               p.leader_id, p.leader_epoch)
                 if isolation_level == READ_COMMITTED and not is_follower:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from kafka.protocol.consumer import FetchRequest
 
 from tests.harness import BrokerProcess
@@ -17,11 +18,13 @@ PRODUCE_VERSION = 12  # topic names (v13 addresses topics by id)
 
 
 def _fetch_req(topics: dict[str, list[tuple[int, int]]], session_id: int, epoch: int,
-               forgotten: dict[str, list[int]] | None = None, max_wait_ms: int = 0, min_bytes: int = 0):
+               forgotten: dict[str, list[int]] | None = None, max_wait_ms: int = 0, min_bytes: int = 0,
+               isolation_level: int = 0):
     T = FetchRequest.FetchTopic
     F = FetchRequest.ForgottenTopic
     return FetchRequest[FETCH_VERSION](
-        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0,
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+        isolation_level=isolation_level,
         session_id=session_id, session_epoch=epoch,
         topics=[T(topic=t, partitions=[T.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=o,
                                                           last_fetched_epoch=-1, log_start_offset=-1,
@@ -97,6 +100,35 @@ def test_min_bytes_waits_for_enough_data(broker: BrokerProcess, topic_name: str)
         assert [r.offset for r in recs] == [0, 1]
         assert recs[1].value == b"y" * 5000
         assert 0.25 <= elapsed < 5.0
+
+
+@pytest.mark.parametrize("isolation_level", [0, 1], ids=["read_uncommitted", "read_committed"])
+def test_long_poll_completes_exactly_when_min_bytes_are_there(broker: BrokerProcess, topic_name: str,
+                                                               isolation_level: int) -> None:
+    """fetch.min.bytes = the size of three batches: the fetch waits through the first two appends
+    (not answered after 1 byte) and answers on the third (not on its 20 s timeout)."""
+    create_topic(broker.bootstrap_servers, topic_name, 1)
+    batches = [build_batch([Rec(b"k", b"v%d" % k * 300)]) for k in range(3)]
+    with RawClient(broker.bootstrap_servers) as c, RawClient(broker.bootstrap_servers) as prod:
+        answer: list[object] = []
+        req = _fetch_req({topic_name: [(0, 0)]}, 0, -1, max_wait_ms=20_000,
+                         min_bytes=sum(len(b) for b in batches), isolation_level=isolation_level)
+        fetcher = threading.Thread(target=lambda: answer.append(c.request(req, timeout=30)))
+        fetcher.start()
+        time.sleep(0.3)
+        for b in batches[:2]:
+            assert prod.produce(topic_name, 0, b, version=PRODUCE_VERSION).error_code == 0
+            time.sleep(0.3)
+            assert fetcher.is_alive(), "answered before min_bytes were there"
+        last_produced = time.monotonic()
+        assert prod.produce(topic_name, 0, batches[2], version=PRODUCE_VERSION).error_code == 0
+        fetcher.join(10)
+        assert not fetcher.is_alive()
+        assert time.monotonic() - last_produced < 5.0
+        p = answer[0].responses[0].partitions[0]
+        assert p.error_code == 0 and p.high_watermark == 3 and p.last_stable_offset == 3
+        recs = parse_records(p.records).records
+        assert [(r.offset, r.value) for r in recs] == [(k, b"v%d" % k * 300) for k in range(3)]
 
 
 def test_incremental_fetch_session(broker: BrokerProcess, topic_name: str) -> None:
