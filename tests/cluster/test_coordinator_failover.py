@@ -25,7 +25,7 @@ from typing import Any, Optional
 import pytest
 
 from tests.cluster.test_internal_topic_rf import GROUP, TRANSACTION, find_coordinator
-from tests.cluster.util import controller_seen_by, unique, wait_equal, wait_until
+from tests.cluster.util import FAST_EXPIRY, controller_seen_by, unique, wait_equal, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -151,7 +151,7 @@ MEMBERS = {"kafka-python": _KafkaPythonMember, "confluent-kafka": _ConfluentMemb
 
 @pytest.mark.parametrize("client", sorted(MEMBERS))
 def test_group_coordinator_failover(make_cluster: Any, client: str) -> None:
-    cluster = make_cluster(brokers=3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     controller = controller_seen_by(cluster.broker(0))
     topic = _data_topic(cluster, "fo-data")
     _produce(cluster.bootstrap_servers, topic, N)
@@ -265,7 +265,7 @@ def _read_committed(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
 
 def test_transaction_coordinator_failover(make_cluster: Any) -> None:
     from confluent_kafka import Producer
-    cluster = make_cluster(brokers=3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     controller = controller_seen_by(cluster.broker(0))
     topic = _data_topic(cluster, "fo-txn")
     txn_id, coordinator = _coordinated_key(cluster, "fo-txn-id", TRANSACTION, avoid=controller)
