@@ -151,7 +151,9 @@ MEMBERS = {"kafka-python": _KafkaPythonMember, "confluent-kafka": _ConfluentMemb
 
 @pytest.mark.parametrize("client", sorted(MEMBERS))
 def test_group_coordinator_failover(make_cluster: Any, client: str) -> None:
-    cluster = make_cluster(3, FAST_EXPIRY)
+    # the default 6 s session: with the 3 s one, kafka-python's first member stalled before any
+    # fault in 2 of 4 runs (never seen in 3 runs with 6 s; not understood yet)
+    cluster = make_cluster(brokers=3)
     controller = controller_seen_by(cluster.broker(0))
     topic = _data_topic(cluster, "fo-data")
     _produce(cluster.bootstrap_servers, topic, N)
