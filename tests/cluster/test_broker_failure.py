@@ -18,7 +18,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 
-from tests.cluster.util import (ELECTION_NOT_NEEDED, LEADER_NOT_AVAILABLE, NONE, assignment, consume_all,
+from tests.cluster.util import (ELECTION_NOT_NEEDED, FAST_EXPIRY, LEADER_NOT_AVAILABLE, NONE, assignment, consume_all,
                                 controller_epoch, partition_state, partitions, unique, wait_metadata, wait_until,
                                 zookeeper)
 
@@ -81,7 +81,7 @@ class _Producer(threading.Thread):
 
 
 def test_broker_death_and_return(make_cluster: Any) -> None:
-    cluster = make_cluster(3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     ids = [0, 1, 2]
     rf3, rf1 = unique("rf3"), unique("rf1")
     cluster.create_topic(rf3, partitions=6, replication_factor=3)
@@ -163,7 +163,7 @@ def test_broker_death_and_return(make_cluster: Any) -> None:
 
 
 def test_auto_leader_rebalance_after_return(make_cluster: Any) -> None:
-    cluster = make_cluster(3, {"auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 2})
+    cluster = make_cluster(3, {**FAST_EXPIRY, "auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 2})
     ids = [0, 1, 2]
     rf3 = unique("rebalance")
     cluster.create_topic(rf3, partitions=6, replication_factor=3)

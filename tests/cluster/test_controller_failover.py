@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, UpdateMetadataRequest
-from tests.cluster.util import (NONE, STALE_CONTROLLER_EPOCH, assignment, broker_ids, controller_epoch,
+from tests.cluster.util import (FAST_EXPIRY, FAST_EXPIRY_MS, NONE, STALE_CONTROLLER_EPOCH, assignment, broker_ids, controller_epoch,
                                 controller_seen_by, controller_znode, create_topic, delete_topic, metadata,
                                 partition_state, partitions, request, unique, wait_metadata, wait_until,
                                 zookeeper)
 
 pytestmark = pytest.mark.cluster
 
-SESSION_TIMEOUT_S = 6.0   # zookeeper.session.timeout.ms of the test clusters
+SESSION_TIMEOUT_S = FAST_EXPIRY_MS / 1000   # zookeeper.session.timeout.ms of the test's cluster
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_CONTROLLER = 41
 NO_BROKER_EPOCH = -1      # "not checked", as an old controller would send before it knew
@@ -62,7 +62,7 @@ class _Addr:
 
 
 def test_sigkill_of_the_controller(make_cluster: Any) -> None:
-    cluster = make_cluster(3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     ids = [0, 1, 2]
     topic = unique("failover")
     cluster.create_topic(topic, partitions=3, replication_factor=3)

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import pytest
 
 from tests.cluster.test_internal_topic_rf import GROUP, TRANSACTION, find_coordinator
-from tests.cluster.util import controller_seen_by, unique, wait_equal, wait_until
+from tests.cluster.util import FAST_EXPIRY, controller_seen_by, unique, wait_equal, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -151,6 +151,8 @@ MEMBERS = {"kafka-python": _KafkaPythonMember, "confluent-kafka": _ConfluentMemb
 
 @pytest.mark.parametrize("client", sorted(MEMBERS))
 def test_group_coordinator_failover(make_cluster: Any, client: str) -> None:
+    # the default 6 s session: with the 3 s one, kafka-python's first member stalled before any
+    # fault in 2 of 4 runs (never seen in 3 runs with 6 s; not understood yet)
     cluster = make_cluster(brokers=3)
     controller = controller_seen_by(cluster.broker(0))
     topic = _data_topic(cluster, "fo-data")
@@ -265,7 +267,7 @@ def _read_committed(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
 
 def test_transaction_coordinator_failover(make_cluster: Any) -> None:
     from confluent_kafka import Producer
-    cluster = make_cluster(brokers=3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     controller = controller_seen_by(cluster.broker(0))
     topic = _data_topic(cluster, "fo-txn")
     txn_id, coordinator = _coordinated_key(cluster, "fo-txn-id", TRANSACTION, avoid=controller)

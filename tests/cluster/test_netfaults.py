@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from tests.cluster.util import (broker_czxid, broker_ids, controller_epoch, controller_seen_by, controller_znode,
+from tests.cluster.util import (FAST_EXPIRY, FAST_EXPIRY_MS, broker_czxid, broker_ids, controller_epoch, controller_seen_by, controller_znode,
                                 request, wait_until, zookeeper)
 from tests.support.netfaults import PREFIX, BrokerNetwork, NetFaultsError, _netns_names, _link_names
 from tests.support.netfaults import make_net_cluster  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.cluster
 
-SESSION_TIMEOUT_S = 6.0   # kafkalite.testing.CLUSTER_TEST_DEFAULTS
+SESSION_TIMEOUT_S = FAST_EXPIRY_MS / 1000   # the isolated controller's session
 
 
 def _probe(net: BrokerNetwork, source: int, host: str, port: int) -> str:
@@ -126,7 +126,7 @@ def _api_versions_ok(broker: Any) -> bool:
 
 
 def test_isolated_controller_loses_its_session_and_rejoins(make_net_cluster: Any) -> None:
-    nc = make_net_cluster(3)
+    nc = make_net_cluster(3, FAST_EXPIRY)
     cluster = nc.cluster
     ids = [0, 1, 2]
     wait_until(lambda: all(broker_ids(cluster.broker(b)) == ids for b in ids), 30, "every broker knows every broker")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import pytest
 
-from tests.cluster.util import controller_seen_by, create_topic_with_assignment, partitions, unique, wait_until
+from tests.cluster.util import FAST_EXPIRY, controller_seen_by, create_topic_with_assignment, partitions, unique, wait_until
 from tests.integration.test_java_client import (JavaClient, compile_check_program, expected_headers,
                                                 expected_value, java_partition)
 from tests.support.java_clients import NEWEST
@@ -133,7 +133,7 @@ def _poll_into(consumer: Any, out: dict[int, list]) -> int:
 
 
 def test_kafka_python(make_cluster: Any) -> None:
-    _run_python_client(make_cluster(brokers=3), "kafka-python", _kafka_python_send, _kafka_python_consume)
+    _run_python_client(make_cluster(3, FAST_EXPIRY), "kafka-python", _kafka_python_send, _kafka_python_consume)
 
 
 # -- confluent-kafka ----------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def _confluent_consume(bootstrap: str, topic: str) -> dict[int, list]:
 
 
 def test_confluent_kafka(make_cluster: Any) -> None:
-    _run_python_client(make_cluster(brokers=3), "confluent-kafka", _confluent_send, _confluent_consume)
+    _run_python_client(make_cluster(3, FAST_EXPIRY), "confluent-kafka", _confluent_send, _confluent_consume)
 
 
 # -- aiokafka -----------------------------------------------------------------------------------------
@@ -224,14 +224,14 @@ def _aiokafka_consume(bootstrap: str, topic: str) -> dict[int, list]:
 
 
 def test_aiokafka(make_cluster: Any) -> None:
-    _run_python_client(make_cluster(brokers=3), "aiokafka", _aiokafka_send, _aiokafka_consume)
+    _run_python_client(make_cluster(3, FAST_EXPIRY), "aiokafka", _aiokafka_send, _aiokafka_consume)
 
 
 # -- the Java client ----------------------------------------------------------------------------------
 
 def test_java_client(make_cluster: Any) -> None:
     java = JavaClient(*compile_check_program(JAVA_SOURCE, NEWEST), version=NEWEST)
-    cluster = make_cluster(brokers=3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     topic, leader, victim = _replicated_topic(cluster, "rc-java")
     # ClientCheck's records: key k-i (the built-in partitioner places it), its value and headers,
     # timestamp BASE + i; idempotent, as acks=all makes it by default

@@ -18,7 +18,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 
 from kafkalite.log.record_batch import build_batch, decode_records, split_batches
-from tests.cluster.util import (create_topic_with_assignment, partitions, request, unique, wait_equal,
+from tests.cluster.util import (FAST_EXPIRY, create_topic_with_assignment, partitions, request, unique, wait_equal,
                                 wait_until)
 
 pytestmark = pytest.mark.cluster
@@ -120,7 +120,7 @@ def wait_replicas_identical(cluster: Any, brokers: list[int], topic: str, expect
 
 
 def test_followers_replicate_exactly_and_catch_up_after_restart(make_cluster: Any) -> None:
-    cluster = make_cluster(3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     ids = sorted(cluster.brokers)
     topic = unique("repl")
     controller = cluster.controller_id()
@@ -207,7 +207,7 @@ def test_follower_below_the_leaders_log_start_starts_over_there(make_cluster: An
     """OFFSET_OUT_OF_RANGE (Kafka's handleOutOfRangeError / fetchOffsetAndTruncate): a follower
     whose whole log is below the leader's log start (DeleteRecords while it was down) asks the
     leader's end and start (ListOffsets), truncates fully and fetches from the leader's start."""
-    cluster = make_cluster(3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     ids = sorted(cluster.brokers)
     topic = unique("oor")
     controller = cluster.controller_id()

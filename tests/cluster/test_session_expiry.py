@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.util import (LEADER_NOT_AVAILABLE, NONE, assignment, broker_czxid, broker_ids, consume_all,
+from tests.cluster.util import (FAST_EXPIRY, FAST_EXPIRY_MS, LEADER_NOT_AVAILABLE, NONE, assignment, broker_czxid, broker_ids, consume_all,
                                 controller_epoch, controller_seen_by, controller_znode, partition_state,
                                 partitions, unique, wait_equal, wait_metadata, wait_until, zookeeper)
 
 pytestmark = pytest.mark.cluster
 
-SESSION_TIMEOUT_S = 6.0
+SESSION_TIMEOUT_S = FAST_EXPIRY_MS / 1000   # zookeeper.session.timeout.ms of the test's cluster
 
 
 def _zk_view(zk: Any, topic: str, n: int) -> dict[int, tuple[int, int, list[int]]]:
@@ -33,7 +33,7 @@ def _zk_view(zk: Any, topic: str, n: int) -> dict[int, tuple[int, int, list[int]
 
 @pytest.mark.parametrize("expire", ["controller", "other"])
 def test_session_expiry(make_cluster: Any, expire: str) -> None:
-    cluster = make_cluster(3)
+    cluster = make_cluster(3, FAST_EXPIRY)
     ids = [0, 1, 2]
     rf1 = unique("expiry")
     cluster.create_topic(rf1, partitions=3, replication_factor=1)

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.cluster.conftest_h8 import LocalCluster, metadata, send, topic_layout, wait_until
+from tests.cluster.util import FAST_EXPIRY
 
 pytestmark = pytest.mark.cluster
 
@@ -42,7 +43,8 @@ def _protocol() -> Any:
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper_server: Any) -> Iterator[LocalCluster]:
-    with LocalCluster(zookeeper_server.connect_string, 3) as c:
+    # the deletion test waits for the killed broker's session expiry
+    with LocalCluster(zookeeper_server.connect_string, 3, FAST_EXPIRY) as c:
         yield c
 
 

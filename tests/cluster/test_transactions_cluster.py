@@ -28,7 +28,7 @@ from kafka.protocol.admin import DescribeProducersRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from tests.cluster.util import create_topic_with_assignment, partitions, wait_equal, wait_until
+from tests.cluster.util import FAST_EXPIRY, create_topic_with_assignment, partitions, wait_equal, wait_until
 from tests.integration.test_transactions_confluent import group_offsets
 from tests.integration.test_txn_coordinator import add_partitions, end_txn, init_ok, markers, produce_txn
 from tests.integration.util import RawClient
@@ -283,7 +283,7 @@ def run_killing(make_cluster: Callable[..., Any], victim: Callable[[int], int], 
     SIGKILLed right before the commit or right after it was acknowledged; the transaction ends
     committed: every partition holds its records and one COMMIT marker, stable, and
     read_committed sees everything."""
-    cluster = make_cluster(3, RF3_OVERRIDES)
+    cluster = make_cluster(3, {**RF3_OVERRIDES, **FAST_EXPIRY})
     s = Setup.__new__(Setup)      # the same helpers, another topic layout
     s.cluster, s.clients = cluster, {}
     s.coordinator = s.find_coordinator(unique("probe"), key_type=1)

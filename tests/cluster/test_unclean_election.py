@@ -30,8 +30,8 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer import ProduceRequest
 
 from kafkalite.log.record_batch import build_batch, decode_records, split_batches
-from tests.cluster.util import (create_topic_with_assignment, partition_state, partitions, request, unique,
-                                wait_equal, zookeeper)
+from tests.cluster.util import (FAST_EXPIRY, broker_ids, controller_seen_by, create_topic_with_assignment,
+                                partition_state, partitions, request, unique, wait_equal, wait_until, zookeeper)
 
 pytestmark = pytest.mark.cluster
 
@@ -117,11 +117,17 @@ def test_unclean_election_by_topic_config_and_by_elect_leaders(make_cluster: Any
                                "zookeeper.session.timeout.ms": "10000", "replica.fetch.wait.max.ms": "500"})
     controller = cluster.controller_id()
     a, b = [i for i in sorted(cluster.brokers) if i != controller]
+    every = sorted(cluster.brokers)
+    # A's death is noticed when its session expires: A alone gets a short one, restarted with it
+    # before any topic exists, and is back once the controller told it about every broker
+    cluster.broker(a).overrides.update(FAST_EXPIRY)
+    cluster.broker(a).restart()
+    wait_until(lambda: broker_ids(cluster.broker(a)) == every and controller_seen_by(cluster.broker(a)) == controller,
+               30, f"broker {a} back with a short session")
     by_config, by_admin = unique("unclean-cfg"), unique("unclean-admin")
     topics = (by_config, by_admin)
     for t in topics:
         assert create_topic_with_assignment(cluster.broker(controller), t, {0: [a, b]}) == 0
-    every = sorted(cluster.brokers)
     wait_equal(lambda: {(x, t): partitions(cluster.broker(x), t)[0][:5] for x in every for t in topics},
                {(x, t): (NONE, a, 0, [a, b], [a, b]) for x in every for t in topics}, 30, "both topics everywhere")
 

@@ -24,6 +24,14 @@ STALE_CONTROLLER_EPOCH = 11
 PREFERRED_LEADER_NOT_AVAILABLE = 80
 ELECTION_NOT_NEEDED = 84
 
+# Tests that wait for ZooKeeper to notice a killed or cut-off broker (its session's expiry) run
+# with a 3 s session instead of kafkalite.testing.CLUSTER_TEST_DEFAULTS' 6 s: within what the test
+# ZooKeeper allows (tickTime 500 ms: 1 to 10 s), and a live broker still keeps it on a busy
+# machine (kazoo pings from a thread of its own every second). Tests that pause a broker and need
+# its session to survive keep the longer one.
+FAST_EXPIRY_MS = 3000
+FAST_EXPIRY = {"zookeeper.session.timeout.ms": str(FAST_EXPIRY_MS)}
+
 
 def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(coro_fn())  # type: ignore[arg-type]
