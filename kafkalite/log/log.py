@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from kafkalite.config.log_config import LogConfig
+from kafkalite.metrics.stats import LOG_FLUSH_STATS
 from kafkalite.log.checkpoint import (PARTITION_METADATA_FILE, fsync_dir, fsync_file,
                                       read_partition_metadata, write_partition_metadata)
 from kafkalite.log.append_policy import apply_compression_type, validate_records
@@ -802,6 +803,7 @@ class Log:
                         new_files or bool(snapshots), self._truncations)
 
     @staticmethod
+    @LOG_FLUSH_STATS.timed   # Kafka's LogFlushRateAndTimeMs: one sample per log flush
     def run_flush(job: FlushJob) -> None:
         """The fsyncs of ``job``, on any thread (errors are collected in ``job.errors``: a
         segment deleted meanwhile by retention or truncation is not a failure of the log)."""

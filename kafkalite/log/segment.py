@@ -27,7 +27,6 @@ from kafkalite.log.record_batch import (ATTRIBUTES_OFFSET, HEADER_STRUCT, LOG_OV
                                         RECORD_BATCH_OVERHEAD, BatchHeader, decode_records)
 from kafkalite.log.time_index import TimeIndex
 from kafkalite.log.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
-from kafkalite.metrics.stats import LOG_FLUSH_STATS
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -577,7 +576,6 @@ class LogSegment:
         return best
 
     # -- durability / lifecycle --------------------------------------------------------------
-    @LOG_FLUSH_STATS.timed   # Kafka's LogFlushRateAndTimeMs: one sample per segment flush
     def flush(self) -> None:
         try:
             os.fsync(self.file.fd)

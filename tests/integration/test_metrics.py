@@ -84,7 +84,7 @@ def test_counters_move_exactly_with_a_produce_and_a_fetch(metrics_broker: tuple[
                                                          topic_name: str) -> None:
     b, url = metrics_broker
     assert b.proc is not None and listening_sockets(b.proc.pid) == 2   # Kafka listener + metrics
-    # flush.messages=1: each append flushes its segment, one LogFlushRateAndTimeMs sample each
+    # flush.messages=1: each append flushes the log, one LogFlushRateAndTimeMs sample each
     create_topic(b.bootstrap_servers, topic_name, 1, configs={"flush.messages": "1"})
     n_batches, per_batch = 4, 25
     batches = [build_batch([Rec(key=b"k%d" % j, value=b"v" * (10 + i + j)) for j in range(per_batch)])
@@ -92,9 +92,14 @@ def test_counters_move_exactly_with_a_produce_and_a_fetch(metrics_broker: tuple[
     with RawClient(b.bootstrap_servers) as c:
         c.api_versions()
         before = scrape(url)
-        for batch in batches:
+        flushes_before = total(before, "kafka_log_logflushstats_logflushrateandtimems_count")
+        for i, batch in enumerate(batches, 1):
             r = c.produce(topic_name, 0, batch, acks=-1)
             assert r.error_code == 0
+            # flush.messages=1: the append hands a flush of the log to the flusher, which runs it
+            # off the event loop after the answer: one LogFlushRateAndTimeMs sample per log flush
+            wait_until(lambda: total(scrape(url), "kafka_log_logflushstats_logflushrateandtimems_count")
+                       - flushes_before == i, timeout=10)
         pd = c.fetch(topic_name, 0, 0, max_bytes=1 << 20)
         assert pd.error_code == 0 and pd.high_watermark == n_batches * per_batch
         fetched = pd.records
@@ -130,11 +135,7 @@ def test_counters_move_exactly_with_a_produce_and_a_fetch(metrics_broker: tuple[
     p99 = value(after, "kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.99")
     p50 = value(after, "kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.5")
     assert 0 < p50 <= p99
-    # one flush per appended batch (the segment of a one-partition topic); waited for, since a
-    # flush may complete off the event loop after the produce was answered
-    flushes_before = total(before, "kafka_log_logflushstats_logflushrateandtimems_count")
-    wait_until(lambda: total(scrape(url), "kafka_log_logflushstats_logflushrateandtimems_count")
-               - flushes_before == n_batches, timeout=10)
+    assert total(after, "kafka_log_logflushstats_logflushrateandtimems_count") - flushes_before == n_batches
     # a single broker: everything led here, in sync, the controller active
     assert value(after, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert value(after, "kafka_server_replicamanager_partitioncount") == 1
