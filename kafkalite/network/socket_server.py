@@ -8,13 +8,14 @@ closes the connection before any of it is read into memory.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import logging
 import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Optional, Protocol, Union
+from dataclasses import dataclass
+from typing import Awaitable, Optional, Protocol, Union
 
 from kafkalite.network.send import RegionChangedError, ResponseSend, send_blocking
 
@@ -55,13 +56,21 @@ _conn_ids = itertools.count()
 # cost more than the copy (measured: docs/benchmarks.md, "Zero-copy fetch").
 # KAFKALITE_SENDFILE_MIN_BYTES overrides it (for benchmarks; a negative value always copies).
 SENDFILE_MIN_BYTES = int(os.environ.get("KAFKALITE_SENDFILE_MIN_BYTES", 64 * 1024))
+SENDFILE_WORKERS = 8
 
 
 @dataclass(slots=True)
 class SendfileConfig:
-    """How file-backed responses leave: ``executor`` runs the sendfile loops; None copies."""
+    """How file-backed responses leave: ``executor`` runs the sendfile loops; None copies.
+
+    A worker blocks for as long as its client does not read, so at most ``max_in_flight``
+    sends run at once and a response beyond them takes the copy path (the transport buffers
+    it): clients that stopped reading hold only their own connections, as in Kafka, never
+    every other connection's large fetches (replication's included)."""
     executor: Optional[ThreadPoolExecutor]
     min_bytes: int = SENDFILE_MIN_BYTES
+    max_in_flight: int = SENDFILE_WORKERS
+    in_flight: int = 0
 
 
 class _Connection:
@@ -80,17 +89,22 @@ class _Connection:
         self.sendfile = sendfile
         self._sock: Optional[socket.socket] = None      # a dup of the transport's socket, for sendfile
         self._closing = [False]                          # tells a worker's send loop to stop
-        self._pending: Optional[asyncio.Future[None]] = None
+        self._pending: Optional[concurrent.futures.Future[None]] = None
 
     async def _write(self, response: Response) -> None:
         writer = self.writer
         if isinstance(response, ResponseSend):
             cfg = self.sendfile
             if cfg.executor is None or response.file_bytes < cfg.min_bytes \
+                    or cfg.in_flight >= cfg.max_in_flight \
                     or self.info.security_protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
                 response = response.materialize()
             else:
-                await self._send_zero_copy(response, cfg.executor)
+                cfg.in_flight += 1
+                try:
+                    await self._send_zero_copy(response, cfg.executor)
+                finally:
+                    cfg.in_flight -= 1
                 return
         writer.write(response)
         if writer.transport.get_write_buffer_size() > 1 << 20:
@@ -118,10 +132,11 @@ class _Connection:
                 return
             self._sock = socket.socket(fileno=os.dup(raw.fileno()))
         parts = response.for_sendfile()
-        fut = asyncio.get_running_loop().run_in_executor(executor, send_blocking, self._sock, parts,
-                                                         self._closing)
+        # The concurrent future, not an asyncio wrapper: a cancelled wrapper reports done while
+        # the worker still sends, and _release_socket must not close the descriptor under it.
+        fut = executor.submit(send_blocking, self._sock, parts, self._closing)
         self._pending = fut
-        await fut
+        await asyncio.wrap_future(fut)
         self._pending = None
 
     def _release_socket(self) -> None:
@@ -185,7 +200,7 @@ class SocketServer:
         self._endpoints = endpoints
         # sendfile loops block in poll() while a slow consumer's socket is full: their own threads
         self._sendfile = SendfileConfig(
-            ThreadPoolExecutor(max_workers=8, thread_name_prefix="sendfile")
+            ThreadPoolExecutor(max_workers=SENDFILE_WORKERS, thread_name_prefix="sendfile")
             if zero_copy and sendfile_min_bytes >= 0 else None,
             sendfile_min_bytes)
         self._handler = handler
