@@ -3,7 +3,6 @@ delayed produce/fetch operations that wait in purgatory."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import shutil
@@ -127,6 +126,8 @@ class ReplicaManager:
         # the highest controller epoch seen in LeaderAndIsr / StopReplica / UpdateMetadata: requests
         # of an older controller are refused
         self.controller_epoch = INITIAL_CONTROLLER_EPOCH
+        # LeaderAndIsr and StopReplica, which yield between slices, run one at a time
+        self._replica_state_change_lock = asyncio.Lock()
         # Each purgatory owns its timing wheel, as in Kafka.
         self.produce_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Produce")
         self.fetch_purgatory: DelayedOperationPurgatory = DelayedOperationPurgatory("Fetch")
@@ -278,12 +279,14 @@ class ReplicaManager:
             topic_ids: Mapping[str, uuid.UUID], live_leaders: Iterable[int], log_config_for: Callable[[str], LogConfig],
             *, is_kraft_controller: bool = False) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """The same, yielding to the event loop every few ms: creating the logs of a
-        1,000-partition topic takes over a second. The controller sends a broker one request at a
-        time, so no other LeaderAndIsr or StopReplica interleaves; clients meanwhile see the
-        partitions not yet made as not led here, as they would before the request."""
-        return await run_in_slices(self._become_leader_or_follower_steps(
-            controller_id, controller_epoch, partition_states, topic_ids, live_leaders, log_config_for,
-            is_kraft_controller=is_kraft_controller))
+        1,000-partition topic takes over a second. LeaderAndIsr and StopReplica requests run one
+        at a time (Kafka's replicaStateChangeLock): a new controller's request waits for an old
+        one's slices to end. Clients meanwhile see the partitions not yet made as not led here,
+        as they would before the request."""
+        async with self._replica_state_change_lock:
+            return await run_in_slices(self._become_leader_or_follower_steps(
+                controller_id, controller_epoch, partition_states, topic_ids, live_leaders, log_config_for,
+                is_kraft_controller=is_kraft_controller))
 
     def _become_leader_or_follower_steps(self, controller_id: int, controller_epoch: int,
                                          partition_states: Iterable[LeaderAndIsrPartitionState],
@@ -307,8 +310,15 @@ class ReplicaManager:
             return ErrorCode.STALE_CONTROLLER_EPOCH, {}
         self.controller_epoch = controller_epoch
         live = frozenset(live_leaders)
-        # one topic's config for all its partitions (built from the dynamic configs each call)
-        log_config_for = functools.lru_cache(maxsize=None)(log_config_for)
+        # one topic's config for all its partitions (built from the dynamic configs each call);
+        # re-checked at the end, since an AlterConfigs may be applied between the slices
+        configs: dict[str, LogConfig] = {}
+
+        def config_of(topic: str) -> LogConfig:
+            config = configs.get(topic)
+            if config is None:
+                config = configs[topic] = log_config_for(topic)
+            return config
 
         def topic_id_of(topic: str) -> Optional[uuid.UUID]:
             tid = topic_ids.get(topic)
@@ -356,7 +366,7 @@ class ReplicaManager:
 
         # The logs of partitions new here are created first, off the loop when run in slices
         # (each has files to create and fsync); registered here, on the loop.
-        new_logs = [(st.topic, st.partition, log_config_for(st.topic), topic_id_of(st.topic))
+        new_logs = [(st.topic, st.partition, config_of(st.topic), topic_id_of(st.topic))
                     for st in to_lead + to_follow
                     if st.tp not in self.partitions and self.log_manager.get_log(st.tp) is None]
         if new_logs:
@@ -368,7 +378,7 @@ class ReplicaManager:
         for state in to_lead:
             yield   # one partition per step
             try:
-                p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), log_config_for(state.topic))
+                p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), config_of(state.topic))
                 if p.make_leader(state.leader_epoch, list(state.replicas), list(state.isr),
                                  state.partition_epoch, state.controller_epoch):
                     became_leader.append(p)
@@ -380,7 +390,7 @@ class ReplicaManager:
         for state in to_follow:
             yield
             try:
-                p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), log_config_for(state.topic))
+                p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), config_of(state.topic))
                 if self._is_alive_broker(state.leader, live):
                     if p.make_follower(state.leader, state.leader_epoch, list(state.replicas), list(state.isr),
                                        state.partition_epoch, state.controller_epoch):
@@ -394,6 +404,13 @@ class ReplicaManager:
                 log.error("Skipped the become-follower state change for partition %s since the replica for the "
                           "partition is offline due to storage error %s", state.tp, e)
                 errors[state.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        for topic, cached in configs.items():
+            current = log_config_for(topic)
+            if current != cached:    # changed while this request ran: the partitions made since keep it
+                for state in to_lead + to_follow:
+                    p = self.partitions.get(state.tp) if state.topic == topic else None
+                    if p is not None and p.log.config != current:
+                        p.log.update_config(current)
         fetchers = self.fetcher_manager
         if fetchers is not None:
             # a new leader stops fetching; a follower of a new epoch restarts from its own log
@@ -423,6 +440,15 @@ class ReplicaManager:
     async def stop_replicas(self, controller_id: int, controller_epoch: int,
                             partition_states: Mapping[TopicPartition, StopReplicaPartitionState]
                             ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka's ReplicaManager.stopReplicas, one at a time with LeaderAndIsr (see
+        `_stop_replicas`): a deletion never lands between the slices of a LeaderAndIsr that would
+        create the partition again."""
+        async with self._replica_state_change_lock:
+            return await self._stop_replicas(controller_id, controller_epoch, partition_states)
+
+    async def _stop_replicas(self, controller_id: int, controller_epoch: int,
+                             partition_states: Mapping[TopicPartition, StopReplicaPartitionState]
+                             ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """Kafka's ReplicaManager.stopReplicas: (top-level error, error per partition).
 
         An old controller epoch is STALE_CONTROLLER_EPOCH with no partitions. A hosted partition is

@@ -125,3 +125,68 @@ def test_gather_in_slices_keeps_order_and_lets_the_loop_run() -> None:
     assert [r for i, r in enumerate(results) if i != 7] == [i * 2 for i in range(300) if i != 7]
     assert isinstance(results[7], ValueError)
     assert during >= 5   # at least one loop iteration between each chunk of 50
+
+
+def _replica_manager(tmp_path: Path) -> tuple[LogManager, ReplicaManager]:
+    lm = LogManager([tmp_path], CONFIG)
+    lm.startup()
+    cache = MetadataCache("cluster", broker_id=ME)
+    cache.update_brokers([BrokerInfo(ME, (BrokerEndpoint("PLAINTEXT", "localhost", 9091),))], ME)
+    return lm, ReplicaManager(ME, lm, cache)
+
+
+def test_stop_replica_waits_for_a_leader_and_isr_in_slices(tmp_path: Path) -> None:
+    """Kafka's replicaStateChangeLock: a topic deletion (StopReplica with delete) sent while a
+    LeaderAndIsr for that topic is between slices runs after it, so the partitions end deleted
+    rather than created again by the LeaderAndIsr's later steps."""
+    lm, rm = _replica_manager(tmp_path)
+
+    async def run() -> tuple[tuple, tuple]:
+        create = asyncio.create_task(rm.become_leader_or_follower_in_slices(
+            0, 1, states("t", N), {"t": TOPIC_ID}, [ME], lambda _topic: CONFIG))
+        await asyncio.sleep(0)     # the LeaderAndIsr has started (its logs are being made)
+        assert not create.done()
+        stop = await rm.stop_replicas(0, 1, {TopicPartition("t", p): StopReplicaPartitionState(-2, True)
+                                             for p in range(N)})
+        assert create.done()       # the deletion ran only after the whole LeaderAndIsr
+        return create.result(), stop
+
+    try:
+        (error, errors), (stop_error, stop_errors) = asyncio.run(run())
+        assert error == ErrorCode.NONE and set(errors.values()) == {ErrorCode.NONE}
+        assert stop_error == ErrorCode.NONE and set(stop_errors.values()) == {ErrorCode.NONE}
+        assert rm.partitions == {}
+        assert all(lm.get_log(TopicPartition("t", p)) is None for p in range(N))
+        assert not any((tmp_path / f"t-{p}").exists() for p in range(N))
+    finally:
+        rm.shutdown()
+        lm.shutdown()
+
+
+def test_a_config_change_between_slices_is_kept(tmp_path: Path) -> None:
+    """The topic config is built once per LeaderAndIsr; a change applied while the request is
+    between slices (AlterConfigs updates the partitions hosted by then) is not undone by the
+    request's later partitions: every partition ends with the current config."""
+    lm, rm = _replica_manager(tmp_path)
+    current = {"t": CONFIG}
+    changed = LogConfig(segment_index_bytes=64 * 1024, retention_ms=12345)
+
+    async def run() -> tuple:
+        create = asyncio.create_task(rm.become_leader_or_follower_in_slices(
+            0, 1, states("t", N), {"t": TOPIC_ID}, [ME], lambda topic: current[topic]))
+        while not rm.partitions:       # some partitions made, the rest to come
+            await asyncio.sleep(0)
+        assert not create.done()
+        current["t"] = changed
+        for p in list(rm.partitions.values()):    # what the AlterConfigs handler does
+            p.log.update_config(changed)
+        return await create
+
+    try:
+        error, errors = asyncio.run(run())
+        assert error == ErrorCode.NONE and set(errors.values()) == {ErrorCode.NONE}
+        assert len(rm.partitions) == N
+        assert {p.log.config.retention_ms for p in rm.partitions.values()} == {12345}
+    finally:
+        rm.shutdown()
+        lm.shutdown()

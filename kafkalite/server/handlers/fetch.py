@@ -208,7 +208,10 @@ def make(services: BrokerServices) -> ApiSpec:
                 # the log's FetchDataInfo when nothing read the bytes yet: the response encoder
                 # (server/fetch_response.py) leaves them in the segment files for sendfile
                 records=None if cp.key in null_records else _records_of(r)))
-        replica_manager.broker_topic_stats.record_bytes_out(replica_id >= 0, [(cp.key[1], r.size) for cp, r in included])
+        # the bytes sent (down-converted for v0-3), as Kafka counts after maybeConvertFetchedData
+        replica_manager.broker_topic_stats.record_bytes_out(
+            replica_id >= 0, [(cp.key[1], r.size if r.data_bytes is None else len(r.data_bytes))
+                              for cp, r in included])
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
                     responses=topics)
 
