@@ -24,6 +24,7 @@ import mmap
 import os
 import struct
 import sys
+import threading
 from pathlib import Path
 
 from kafkalite.log.errors import CorruptIndexError, KafkaStorageError
@@ -46,14 +47,14 @@ _libc.munmap.restype = ctypes.c_int
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.madvise.restype = ctypes.c_int
 _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_libc.msync.restype = ctypes.c_int
-_libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _MAP_FAILED = ctypes.c_void_p(-1).value
-_MS_SYNC = 4 if sys.platform.startswith("linux") else 0x10
 _MADV_RANDOM = getattr(mmap, "MADV_RANDOM", 1)
 
 # Mappings closed while something still referenced their memory: unmapped once nothing does.
 _retired: list["FileMapping"] = []
+# Logs are opened in worker threads too (LeaderAndIsr) while the loop closes others: one thread
+# at a time retires and unmaps, so no mapping is unmapped twice (its address may be reused).
+_retired_lock = threading.Lock()
 
 
 def _oserror(what: str) -> OSError:
@@ -81,18 +82,15 @@ class FileMapping:
         self._array = (ctypes.c_char * length).from_address(address)
         self.view: memoryview | None = memoryview(self._array).cast("B")
 
-    def flush(self) -> None:
-        if self.view is not None and _libc.msync(self.address, self.length, _MS_SYNC) != 0:
-            raise _oserror("msync")
-
     def close(self) -> None:
         if self.view is None:
             return
         view, self.view = self.view, None
         view.release()
-        if not self._try_unmap():
-            _retired.append(self)
-        _unmap_retired()
+        with _retired_lock:
+            if not self._try_unmap():
+                _retired.append(self)
+            _unmap_retired_locked()
 
     def _try_unmap(self) -> bool:
         # This object's own reference plus getrefcount's argument: nothing else has a buffer.
@@ -103,7 +101,7 @@ class FileMapping:
         return True
 
 
-def _unmap_retired() -> None:
+def _unmap_retired_locked() -> None:
     if _retired:
         _retired[:] = [m for m in _retired if not m._try_unmap()]
 
@@ -228,8 +226,17 @@ class AbstractIndex:
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
-        if self._map is not None:
-            self._map.flush()
+        """Make the entries durable. An fsync of the file by name, not an msync of the mapping:
+        flushes run in the flush pool while the loop may trim, remap or unmap the index (a roll);
+        the page cache is shared, so pages written through any mapping of the file are synced."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return      # deleted or renamed since (retention, truncation, a cleaner swap)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         """Trim and unmap (Kafka's AbstractIndex.close)."""

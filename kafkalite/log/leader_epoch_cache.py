@@ -146,7 +146,11 @@ class LeaderEpochCache:
         except FileNotFoundError:
             return      # the partition was deleted
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        fsync_dir(self.path.parent)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(self.path.parent)
+        except BaseException:
+            self._unsynced = True   # still owed: the next flush tries again
+            raise

@@ -835,6 +835,10 @@ class Log:
         failed job, nor when the log was truncated meanwhile (the data it synced may be
         gone). Returns whether the recovery point moved."""
         self._last_flush_ms = _wall_ms() if now_ms is None else now_ms
+        if job.errors and not self._closed:
+            # the files this job was to sync stay owed to the next flush, which must sync them
+            # before the recovery point passes what they describe
+            self._unsynced_files[:0] = [p for p in job.snapshots if p not in self._unsynced_files]
         if self._closed or job.errors or job.truncations != self._truncations:
             return False
         if self._recovery_point < job.offset <= self._next_offset:

@@ -325,7 +325,9 @@ class LogManager:
     def adopt_log(self, key: TopicPartitionKey, d: Path, lg: Log) -> None:
         """Register a log made by ``open_new_logs`` (on the loop)."""
         if key in self._logs:
-            lg.close()
+            # a second copy over the registered log's files: let go of its descriptors and
+            # mappings without trimming, flushing or snapshotting anything the live log uses
+            lg.close_handlers()
             return
         self._lock(d)
         self._logs[key] = lg

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import uuid
 from pathlib import Path
 
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.checkpoint import read_offset_checkpoint
+from kafkalite.log.checkpoint import PARTITION_METADATA_FILE, read_offset_checkpoint
 from kafkalite.log.leader_epoch_cache import LeaderEpochCache
+from kafkalite.log.log import Log
 from kafkalite.log.log_manager import LogManager
 from kafkalite.log.record_batch import split_batches
 from kafkalite.log.segment import log_file
@@ -179,3 +181,27 @@ def test_deleting_many_logs_checkpoints_once_in_the_pool(tmp_path: Path, monkeyp
         await asyncio.to_thread(lm.shutdown)
 
     asyncio.run(run())
+
+
+def test_a_failed_flush_keeps_its_files_owed_to_the_next_one(tmp_path: Path) -> None:
+    """A flush job that fails (an fsync error) moves no recovery point and gives back the files
+    it was to sync (partition.metadata, roll snapshots): the next flush syncs them before the
+    recovery point can pass what they describe."""
+    lg = Log.open(tmp_path / "t-0", LogConfig(), now_ms=T0)
+    try:
+        lg.assign_topic_id(uuid.UUID(int=7))
+        lg.append_as_leader(records(3), 0, T0)
+        job = lg.prepare_flush()
+        assert job is not None and job.snapshots == [tmp_path / "t-0" / PARTITION_METADATA_FILE]
+        job.errors.append(OSError(5, "Input/output error"))
+        assert lg.complete_flush(job) is False
+        assert lg.recovery_point == 0
+        retry = lg.prepare_flush()
+        assert retry is not None and retry.offset == 3
+        assert retry.snapshots == [tmp_path / "t-0" / PARTITION_METADATA_FILE]
+        Log.run_flush(retry)
+        assert retry.errors == [] and lg.complete_flush(retry) is True
+        assert lg.recovery_point == 3
+        assert lg.prepare_flush() is None          # nothing owed any more
+    finally:
+        lg.close()
