@@ -29,6 +29,14 @@ def states(topic: str, n: int) -> list[LeaderAndIsrPartitionState]:
             for p in range(n)]
 
 
+def _replica_manager(tmp_path: Path) -> tuple[LogManager, ReplicaManager]:
+    lm = LogManager([tmp_path], CONFIG)
+    lm.startup()
+    cache = MetadataCache("cluster", broker_id=ME)
+    cache.update_brokers([BrokerInfo(ME, (BrokerEndpoint("PLAINTEXT", "localhost", 9091),))], ME)
+    return lm, ReplicaManager(ME, lm, cache)
+
+
 def test_steps_run_the_same_at_once_and_in_slices() -> None:
     def steps():   # type: ignore[no-untyped-def]
         got = yield OffLoop(lambda: 40)
@@ -41,11 +49,7 @@ def test_steps_run_the_same_at_once_and_in_slices() -> None:
 
 
 def test_many_partitions_made_leader_and_deleted_in_slices(tmp_path: Path) -> None:
-    lm = LogManager([tmp_path], CONFIG)
-    lm.startup()
-    cache = MetadataCache("cluster", broker_id=ME)
-    cache.update_brokers([BrokerInfo(ME, (BrokerEndpoint("PLAINTEXT", "localhost", 9091),))], ME)
-    rm = ReplicaManager(ME, lm, cache)
+    lm, rm = _replica_manager(tmp_path)
 
     async def run() -> tuple[int, int]:
         ticks = 0
@@ -125,14 +129,6 @@ def test_gather_in_slices_keeps_order_and_lets_the_loop_run() -> None:
     assert [r for i, r in enumerate(results) if i != 7] == [i * 2 for i in range(300) if i != 7]
     assert isinstance(results[7], ValueError)
     assert during >= 5   # at least one loop iteration between each chunk of 50
-
-
-def _replica_manager(tmp_path: Path) -> tuple[LogManager, ReplicaManager]:
-    lm = LogManager([tmp_path], CONFIG)
-    lm.startup()
-    cache = MetadataCache("cluster", broker_id=ME)
-    cache.update_brokers([BrokerInfo(ME, (BrokerEndpoint("PLAINTEXT", "localhost", 9091),))], ME)
-    return lm, ReplicaManager(ME, lm, cache)
 
 
 def test_stop_replica_waits_for_a_leader_and_isr_in_slices(tmp_path: Path) -> None:
