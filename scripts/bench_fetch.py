@@ -23,7 +23,6 @@ import socket
 import statistics
 import struct
 import sys
-import tempfile
 import time
 from pathlib import Path
 

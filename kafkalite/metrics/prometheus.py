@@ -207,7 +207,7 @@ class BrokerCollector:
 
 class PrometheusEndpoint:
     """`kafkalite.metrics.prometheus.port`: prometheus_client's WSGI server (a daemon thread)
-    with this broker's registry, and the event-loop lag monitor it reports."""
+    with this broker's registry."""
 
     def __init__(self, host: str, port: int, sources: BrokerMetricSources) -> None:
         self.host = host
@@ -227,12 +227,10 @@ class PrometheusEndpoint:
         # binding is one quick syscall; serving happens in prometheus_client's thread
         self._httpd, self._thread = start_http_server(self.port, addr=self.host or "0.0.0.0", registry=self.registry)
         self.port = self._httpd.server_port
-        self.sources.lag_monitor.start()
         log.info("Prometheus metrics on http://%s:%d/metrics", self.host or "0.0.0.0", self.port)
         return self.host or "0.0.0.0", self.port
 
     async def stop(self) -> None:
-        await self.sources.lag_monitor.stop()
         httpd, self._httpd = self._httpd, None
         if httpd is None:
             return

@@ -7,16 +7,14 @@ and timers become a count, a sum and a sliding window of the latest samples from
 quantiles Kafka reports (50th ... 99.9th percentile) are computed at scrape time."""
 from __future__ import annotations
 
-import asyncio
 import functools
 import struct
 import threading
 import time
-from typing import Any, Awaitable, Callable, Iterable, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 from kafka.protocol.api_key import ApiKey
 
-from kafkalite.tasks import cancel_and_wait
 
 R = TypeVar("R")
 
@@ -255,36 +253,14 @@ LOG_FLUSH_STATS = LogFlushStats()
 
 
 class EventLoopLagMonitor:
-    """How late the event loop runs a callback: a task sleeps `interval_s` and records by how much
-    it overslept. Started with the Prometheus endpoint; one task per broker, owned here. With
-    `interval_s=None` it runs no task of its own and is fed through `record` (a broker feeds it
-    from kafkalite.server.event_loop_monitor, so one timer measures the loop)."""
+    """The event-loop lag percentiles: a window of how late the loop ran a periodic callback,
+    fed through `record` by the broker's one loop monitor (kafkalite.server.event_loop_monitor)."""
 
-    def __init__(self, interval_s: Optional[float] = 0.1) -> None:
-        self.interval_s = interval_s
+    def __init__(self) -> None:
         self.lag_ms = Window()
-        self._task: Optional[asyncio.Task[None]] = None
 
     def record(self, lag_ms: float) -> None:
         self.lag_ms.add(max(0.0, lag_ms))
-
-    def start(self) -> None:
-        if self._task is None and self.interval_s is not None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="kafkalite-event-loop-lag")
-
-    async def _run(self) -> None:
-        interval = self.interval_s
-        assert interval is not None
-        clock = time.perf_counter   # uvloop's loop.time() has a millisecond resolution
-        while True:
-            expected = clock() + interval
-            await asyncio.sleep(interval)
-            self.lag_ms.add(max(0.0, (clock() - expected) * 1000.0))
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            await cancel_and_wait(task)
 
     def snapshot(self) -> WindowSnapshot:
         return self.lag_ms.snapshot()

@@ -326,7 +326,7 @@ class KafkaServer:
         purgatories = [rm.produce_purgatory, rm.fetch_purgatory, rm.delete_records_purgatory]
         if groups is not None:
             purgatories += [groups.heartbeat_purgatory, groups.rebalance_purgatory]
-        lag_monitor = EventLoopLagMonitor(interval_s=None)    # fed by the server's loop monitor
+        lag_monitor = EventLoopLagMonitor()    # fed by the server's loop monitor
         self.event_loop_monitor.on_sample = lag_monitor.record
         self.metrics_endpoint = PrometheusEndpoint(self.config.kafkalite_metrics_prometheus_host, port, BrokerMetricSources(
             broker_topic_stats=rm.broker_topic_stats, request_metrics=self.request_metrics,
