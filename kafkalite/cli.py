@@ -87,7 +87,11 @@ async def _run_broker(config, started: float) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from kafkalite.tools import register_all  # stdlib-only at import; the client library loads when a tool runs
+    from kafkalite.tools.common import add_version_arg
+
     parser = argparse.ArgumentParser(prog="kafkalite", description="A Kafka-compatible broker in Python")
+    add_version_arg(parser, prefix="kafkalite ")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a broker")
     serve.add_argument("--config", help="server.properties file (default: the packaged one)")
@@ -95,10 +99,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="override a property of the config file (repeatable)")
     serve.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     serve.set_defaults(func=_serve)
-    from kafkalite.tools import register_all  # stdlib-only at import; the client library loads when a tool runs
-
     register_all(sub)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported with the sub-command's usage, not the top-level one
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     return int(args.func(args))
 
 

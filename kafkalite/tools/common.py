@@ -32,12 +32,52 @@ class ToolError(Exception):
 # Arguments
 # --------------------------------------------------------------------------------------------
 
-def add_connection_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,HOST:PORT]",
-                        help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
-    parser.add_argument("--request-timeout-ms", type=positive_int, default=DEFAULT_REQUEST_TIMEOUT_MS,
+def add_connection_args(parser: argparse.ArgumentParser, config_option: str = "--command-config",
+                        client_kind: str = "admin") -> None:
+    """--bootstrap-server, --request-timeout-ms, --version and the properties file of client
+    settings (`config_option`, Kafka's name for it in this tool). The two flags default to None:
+    the file's bootstrap.servers / request.timeout.ms apply when a flag is not given
+    (resolve_client_properties)."""
+    parser.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT[,HOST:PORT]",
+                        help=f"broker(s) to connect to (default: the properties file's bootstrap.servers, "
+                             f"else {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--request-timeout-ms", type=positive_int, default=None,
                         metavar="MS", help="how long to wait for the cluster to connect and to answer "
                                            f"(default {DEFAULT_REQUEST_TIMEOUT_MS})")
+    parser.add_argument(config_option, dest="client_config_file", metavar="FILE",
+                        help=f"Java properties file of {client_kind} client settings (Kafka's names: "
+                             "bootstrap.servers, client.id, request.timeout.ms, ...)")
+    parser.set_defaults(client_kind=client_kind)
+    add_version_arg(parser)
+
+
+def package_version() -> str:
+    """The installed kafkalite distribution's version."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kafkalite")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """Prints the version and exits 0, as Kafka's tools do for --version; the version is looked
+    up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: Any = argparse.SUPPRESS, help: Optional[str] = None, prefix: str = "") -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+        self.prefix = prefix
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        print(f"{self.prefix}{package_version()}", flush=True)
+        parser.exit(0)
+
+
+def add_version_arg(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    parser.add_argument("--version", action=_VersionAction, prefix=prefix, help="print the version and exit")
 
 
 def positive_int(text: str) -> int:
@@ -82,6 +122,30 @@ def parse_key_values(items: Iterable[str], what: str, parser: argparse.ArgumentP
             parser.error(f"invalid {what} {item!r}: expected KEY=VALUE")
         out[key.strip()] = value.strip() if strip_values else value
     return out
+
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+_MAX_TOPIC_NAME_LENGTH = 249
+
+
+def invalid_topic_reason(name: str) -> Optional[str]:
+    """Why Kafka refuses `name` as a topic name (its Topic.validate), or None when it is legal."""
+    if name == "":
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
+    if len(name) > _MAX_TOPIC_NAME_LENGTH:
+        return f"the length of '{name}' is longer than the max allowed length {_MAX_TOPIC_NAME_LENGTH}"
+    if not re.fullmatch(r"[a-zA-Z0-9._-]+", name):
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def check_topic_name(name: str) -> None:
+    """A topic name Kafka would refuse is a one-line error (in Kafka's words), before any request."""
+    reason = invalid_topic_reason(name)
+    if reason is not None:
+        raise ToolError(f"topic name is invalid: {reason}")
 
 
 def bootstrap_list(args: argparse.Namespace) -> list[str]:
@@ -155,6 +219,7 @@ def run_tool(tool: str, func: Callable[[argparse.Namespace], int], args: argpars
     stderr and exit code 1."""
     quiet_client_logging()
     try:
+        resolve_client_properties(args)
         return int(func(args) or 0)
     except ToolError as e:
         _fail(tool, str(e))
@@ -193,9 +258,11 @@ def quiet_client_logging() -> None:
 # --------------------------------------------------------------------------------------------
 
 def client_configs(args: argparse.Namespace) -> dict[str, Any]:
+    """The connection settled by resolve_client_properties, then the properties file's settings."""
     return {
-        "bootstrap_servers": bootstrap_list(args),
         "client_id": CLIENT_ID,
+        **getattr(args, "client_properties", {}),
+        "bootstrap_servers": bootstrap_list(args),
         "request_timeout_ms": args.request_timeout_ms,
         "bootstrap_timeout_ms": args.request_timeout_ms,
     }
@@ -221,30 +288,226 @@ def admin_client(args: argparse.Namespace) -> Iterator["KafkaAdminClient"]:
         admin.close()
 
 
-def convert_client_properties(props: Mapping[str, str], defaults: Mapping[str, Any], kind: str,
-                              parser: argparse.ArgumentParser) -> dict[str, Any]:
-    """Kafka client property names (`linger.ms`) to kafka-python configs (`linger_ms`), typed by
-    the library's default value; an unknown name is a usage error."""
+# --------------------------------------------------------------------------------------------
+# Client settings: Java properties files (--command-config, --producer.config, --consumer.config)
+# and key=value options (--producer-property, --consumer-property), by Kafka's names
+# --------------------------------------------------------------------------------------------
+
+_PROPERTY_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def load_client_properties(path: str) -> dict[str, str]:
+    r"""A Java properties file as java.util.Properties.load reads it (ISO-8859-1; `key=value`,
+    `key: value` or `key value`; `#`/`!` comments; a trailing backslash continues the line;
+    `\uXXXX` and backslash escapes). OSError when unreadable, ValueError for a bad escape."""
+    with open(path, encoding="latin-1", newline="") as f:
+        text = f.read()
+    binary = re.search(r"[\x00-\x08\x0b\x0e-\x1f\x7f]", text)
+    if binary:  # Java would read it as keys of garbage; name the real problem instead
+        raise ValueError(f"not a properties file: binary byte {binary.group()!r} "
+                         f"on line {text.count(chr(10), 0, binary.start()) + 1}")
+    props: dict[str, str] = {}
+    pending = ""
+    continued = False
+    for raw in re.split(r"\r\n|\r|\n", text):
+        line = raw.lstrip(" \t\f")
+        if not continued and (not line or line[0] in "#!"):
+            continue
+        continued = (len(line) - len(line.rstrip("\\"))) % 2 == 1
+        pending += line[:-1] if continued else line
+        if not continued:
+            key, value = _split_property(pending)
+            props[key] = value
+            pending = ""
+    if continued:
+        key, value = _split_property(pending)
+        props[key] = value
+    return props
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line) and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    rest = line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(line[:i]), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        nxt = text[i + 1:i + 2]
+        if nxt == "u":
+            digits = text[i + 2:i + 6]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise ValueError(f"malformed \\uxxxx encoding: {text[i:i + 6]!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+            continue
+        out.append(_PROPERTY_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _parse_bool(raw: str) -> bool:
+    if raw.lower() not in ("true", "false"):
+        raise ValueError(raw)
+    return raw.lower() == "true"
+
+
+def _parse_choice(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw.lower() not in choices:
+            raise ValueError(raw)
+        return raw.lower()
+    return parse
+
+
+def _parse_list(raw: str) -> list[str]:
+    servers = [s.strip() for s in raw.split(",") if s.strip()]
+    if not servers:
+        raise ValueError(raw)
+    return servers
+
+
+class UnsupportedValue(ValueError):
+    """A valid Kafka setting the tools cannot honour; the message says why."""
+
+
+def _parse_plaintext(raw: str) -> str:
+    if raw.upper() in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise UnsupportedValue("kafkalite brokers have PLAINTEXT listeners only")
+    if raw.upper() != "PLAINTEXT":
+        raise ValueError(raw)
+    return "PLAINTEXT"
+
+
+def _parse_acks(raw: str) -> int:
+    acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(raw.lower())
+    if acks is None:
+        raise ValueError(raw)
+    return acks
+
+
+def _parse_compression(raw: str) -> Optional[str]:
+    codec = _parse_choice("none", "gzip", "snappy", "lz4", "zstd")(raw)
+    return None if codec == "none" else codec
+
+
+# Kafka client setting -> (kafka-python setting, value parser), per kind of client.
+_ClientSetting = tuple[str, Callable[[str], Any]]
+_COMMON_SETTINGS: dict[str, _ClientSetting] = {
+    "bootstrap.servers": ("bootstrap_servers", _parse_list),
+    "client.id": ("client_id", str),
+    "security.protocol": ("security_protocol", _parse_plaintext),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "reconnect.backoff.ms": ("reconnect_backoff_ms", int),
+    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", int),
+    "connections.max.idle.ms": ("connections_max_idle_ms", int),
+    "receive.buffer.bytes": ("receive_buffer_bytes", int),
+    "send.buffer.bytes": ("send_buffer_bytes", int),
+}
+CLIENT_SETTINGS: dict[str, dict[str, _ClientSetting]] = {
+    "admin": _COMMON_SETTINGS,
+    "producer": {**_COMMON_SETTINGS,
+                 "acks": ("acks", _parse_acks),
+                 "compression.type": ("compression_type", _parse_compression),
+                 "linger.ms": ("linger_ms", int),
+                 "batch.size": ("batch_size", int),
+                 "max.request.size": ("max_request_size", int),
+                 "max.block.ms": ("max_block_ms", int),
+                 "delivery.timeout.ms": ("delivery_timeout_ms", int),
+                 "retries": ("retries", int),
+                 "enable.idempotence": ("enable_idempotence", _parse_bool),
+                 "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", int)},
+    "consumer": {**_COMMON_SETTINGS,
+                 "group.id": ("group_id", str),
+                 "group.instance.id": ("group_instance_id", str),
+                 "auto.offset.reset": ("auto_offset_reset", _parse_choice("earliest", "latest", "none")),
+                 "enable.auto.commit": ("enable_auto_commit", _parse_bool),
+                 "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
+                 "isolation.level": ("isolation_level", _parse_choice("read_uncommitted", "read_committed")),
+                 "fetch.min.bytes": ("fetch_min_bytes", int),
+                 "fetch.max.bytes": ("fetch_max_bytes", int),
+                 "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+                 "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+                 "max.poll.records": ("max_poll_records", int),
+                 "max.poll.interval.ms": ("max_poll_interval_ms", int),
+                 "session.timeout.ms": ("session_timeout_ms", int),
+                 "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
+                 "check.crcs": ("check_crcs", _parse_bool),
+                 "exclude.internal.topics": ("exclude_internal_topics", _parse_bool),
+                 "allow.auto.create.topics": ("allow_auto_create_topics", _parse_bool),
+                 "client.rack": ("client_rack", str)},
+}
+# The console tools always read and write raw bytes, as Kafka's do (they replace these too).
+_IGNORED_SETTINGS = {"producer": ("key.serializer", "value.serializer"),
+                     "consumer": ("key.deserializer", "value.deserializer")}
+
+
+def convert_client_properties(props: Mapping[str, str], kind: str) -> dict[str, Any]:
+    """Kafka client settings (`linger.ms`) as kafka-python configs (`linger_ms`), typed;
+    ValueError names the first setting this kind of client does not support or cannot parse."""
+    table = CLIENT_SETTINGS[kind]
     out: dict[str, Any] = {}
     for name, raw in props.items():
-        key = name.replace(".", "_")
-        if key not in defaults:
-            parser.error(f"unknown {kind} property {name!r}")
-        default = defaults[key]
-        value: Any = raw
+        if name in _IGNORED_SETTINGS.get(kind, ()):
+            continue
+        if name not in table:
+            raise ValueError(f"unsupported {kind} property {name!r}")
+        key, parse = table[name]
         try:
-            if isinstance(default, bool):
-                if raw.lower() not in ("true", "false"):
-                    raise ValueError(raw)
-                value = raw.lower() == "true"
-            elif isinstance(default, int) and not (key == "acks" and raw == "all"):
-                value = int(raw)
-            elif isinstance(default, float):
-                value = float(raw)
+            out[key] = parse(raw.strip())
+        except UnsupportedValue as e:
+            raise ValueError(f"unsupported value {raw.strip()!r} for {kind} property {name!r}: {e}") from None
         except ValueError:
-            parser.error(f"invalid value {raw!r} for {kind} property {name!r}")
-        out[key] = value
+            raise ValueError(f"invalid value {raw!r} for {kind} property {name!r}") from None
     return out
+
+
+def resolve_client_properties(args: argparse.Namespace) -> None:
+    """Reads the tool's properties file (if given) into `args.client_properties` (kafka-python
+    configs) and settles the connection: --bootstrap-server and --request-timeout-ms win over
+    the file's bootstrap.servers and request.timeout.ms, which win over the defaults."""
+    path = getattr(args, "client_config_file", None)
+    props: dict[str, Any] = {}
+    if path is not None:
+        try:
+            props = convert_client_properties(load_client_properties(path), args.client_kind)
+        except OSError as e:
+            raise ToolError(f"cannot read {path}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise ToolError(f"{path}: {e}") from None
+    servers = props.pop("bootstrap_servers", None)
+    timeout = props.pop("request_timeout_ms", None)
+    if args.bootstrap_server is None:
+        args.bootstrap_server = ",".join(servers) if servers else DEFAULT_BOOTSTRAP
+    if args.request_timeout_ms is None:
+        args.request_timeout_ms = timeout if timeout is not None and timeout > 0 else DEFAULT_REQUEST_TIMEOUT_MS
+    args.client_properties = props
+
+
+def option_client_properties(args: argparse.Namespace, items: Iterable[str], option: str) -> dict[str, Any]:
+    """--producer-property / --consumer-property values as kafka-python configs; a bad one is a
+    usage error. The connection stays what resolve_client_properties settled."""
+    p: argparse.ArgumentParser = args.parser
+    try:
+        props = convert_client_properties(parse_key_values(items, option, p), args.client_kind)
+    except ValueError as e:
+        p.error(str(e))
+    for key in ("bootstrap_servers", "request_timeout_ms"):
+        props.pop(key, None)
+    return props
 
 
 # --------------------------------------------------------------------------------------------

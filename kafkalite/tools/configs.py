@@ -24,6 +24,14 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 DEFAULT_BROKER = ""  # the resource name of the cluster-wide broker defaults
 
 # Which sources count as "dynamic" for a plain --describe (kafka-configs.sh's filter).
+# kafka-configs.sh's other entity types. Their APIs (DescribeClientQuotas, AlterClientQuotas,
+# DescribeUserScramCredentials, AlterUserScramCredentials; BROKER_LOGGER, CLIENT_METRICS and GROUP
+# config resources) are not implemented by kafkalite, so the tool refuses them in one line.
+UNSUPPORTED_ENTITY_TYPES = ("users", "clients", "ips", "broker-loggers", "client-metrics", "groups")
+_UNSUPPORTED_WHY = {"users": "client quotas or SCRAM credentials", "clients": "client quotas",
+                    "ips": "connection quotas", "broker-loggers": "BROKER_LOGGER config resources",
+                    "client-metrics": "CLIENT_METRICS config resources", "groups": "GROUP config resources"}
+
 _DYNAMIC_SOURCE = {"topics": "DYNAMIC_TOPIC_CONFIG", "brokers": "DYNAMIC_BROKER_CONFIG"}
 
 
@@ -34,7 +42,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list configs")
     actions.add_argument("--alter", action="store_true", help="set and/or delete configs")
-    p.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
+    p.add_argument("--entity-type", required=True, choices=("topics", "brokers") + UNSUPPORTED_ENTITY_TYPES,
+                   help="topics or brokers (kafka-configs.sh's other types are refused: see docs/operations.md)")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--entity-name", metavar="NAME", help="topic name or broker id")
     who.add_argument("--entity-default", action="store_true",
@@ -77,6 +86,11 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 def _validate(args: argparse.Namespace) -> None:
     p: argparse.ArgumentParser = args.parser
+    if args.entity_type in UNSUPPORTED_ENTITY_TYPES:
+        raise ToolError(f"--entity-type {args.entity_type} is not supported: kafkalite has no "
+                        f"{_UNSUPPORTED_WHY[args.entity_type]}")
+    if args.entity_type == "topics" and args.entity_name is not None:
+        common.check_topic_name(args.entity_name)
     if args.entity_default and args.entity_type != "brokers":
         p.error("--entity-default is only valid with --entity-type brokers")
     if args.entity_type == "brokers" and args.entity_name is not None:

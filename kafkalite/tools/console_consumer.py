@@ -1,8 +1,9 @@
 """`kafkalite console-consumer`: print a topic's records (Kafka's kafka-console-consumer.sh).
 
-    kafkalite console-consumer --topic T [--from-beginning] [--group G] [--max-messages N] [--timeout-ms MS]
+    kafkalite console-consumer (--topic T | --include REGEX) [--from-beginning] [--group G] [--max-messages N] [--timeout-ms MS]
                                [--partition P [--offset earliest|latest|N]] [--isolation-level read_committed]
                                [--property print.key=true ...] [--consumer-property K=V ...]
+                               [--consumer.config FILE]
 
 One record per output line, formatted as Kafka's DefaultMessageFormatter does: the fields enabled by
 print.timestamp (`CreateTime:1700000000000`), print.partition (`Partition:0`), print.offset
@@ -20,6 +21,7 @@ on stderr and exits 0.
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import time
@@ -36,8 +38,11 @@ _POLL_SLICE_MS = 200  # a poll never blocks longer, so signals and deadlines are
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser(TOOL, help="print records of a topic",
                        description="Consume a topic and print its records (as kafka-console-consumer.sh).")
-    common.add_connection_args(p)
-    p.add_argument("--topic", required=True)
+    common.add_connection_args(p, "--consumer.config", "consumer")
+    topics = p.add_mutually_exclusive_group(required=True)
+    topics.add_argument("--topic", help="the topic to read")
+    topics.add_argument("--include", metavar="REGEX",
+                        help="read every topic whose whole name matches this regular expression")
     p.add_argument("--group", help="consumer group to join (commits what it prints)")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the earliest offset (with --group: where the group has no committed offset)")
@@ -47,8 +52,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--max-messages", type=common.positive_int, metavar="N", help="exit after N records")
     p.add_argument("--timeout-ms", type=common.positive_int, metavar="MS",
                    help="exit when no record arrives for this long")
-    p.add_argument("--isolation-level", default="read_uncommitted",
-                   choices=("read_uncommitted", "read_committed"))
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                   help="default read_uncommitted")
     p.add_argument("--property", action="append", default=[], metavar="K=V",
                    help="formatter property: print.key, print.value, print.partition, print.offset, "
                         "print.timestamp, print.headers, key.separator, line.separator, headers.separator, "
@@ -135,10 +140,26 @@ def _parse_start_offset(text: Optional[str], parser: argparse.ArgumentParser) ->
 
 def _validate(args: argparse.Namespace) -> None:
     p: argparse.ArgumentParser = args.parser
+    if args.partition is not None and args.topic is None:
+        p.error("--partition requires --topic")
     if args.offset is not None and args.partition is None:
         p.error("--offset requires --partition")
     if args.offset is not None and args.from_beginning:
         p.error("--from-beginning and --offset cannot be used together")
+    if args.include is not None:
+        try:
+            # Kafka matches the whole topic name (Pattern.matcher(topic).matches())
+            args.include_pattern = re.compile(f"(?:{args.include})\\Z")
+        except re.error as e:
+            p.error(f"--include {args.include!r} is not a valid regular expression: {e}")
+    args.consumer_overrides = common.option_client_properties(args, args.consumer_property, "--consumer-property")
+    # group.id may come from --group, --consumer.config or --consumer-property: they must agree
+    groups = list(dict.fromkeys(g for g in (args.group, args.client_properties.pop("group_id", None),
+                                            args.consumer_overrides.pop("group_id", None)) if g is not None))
+    if len(groups) > 1:
+        p.error("the group ids given by --group, --consumer.config and --consumer-property do not match: "
+                + ", ".join(f"'{g}'" for g in groups))
+    args.group = groups[0] if groups else None
     if args.group and args.partition is not None:
         p.error("--group and --partition cannot be used together")
     args.start = _parse_start_offset(args.offset, p)
@@ -146,6 +167,12 @@ def _validate(args: argparse.Namespace) -> None:
         args.formatter = formatter(common.parse_key_values(args.property, "--property", p, strip_values=False))
     except ValueError as e:
         p.error(str(e))
+    reset = args.consumer_overrides.get("auto_offset_reset", args.client_properties.get("auto_offset_reset"))
+    if args.from_beginning and reset not in (None, "earliest"):
+        raise ToolError(f"can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', "
+                        "please remove one option")
+    if args.topic is not None:
+        common.check_topic_name(args.topic)
 
 
 class _Stop:
@@ -165,21 +192,25 @@ def _run(args: argparse.Namespace) -> int:
     import kafka.errors as Errors
 
     _validate(args)
-    p: argparse.ArgumentParser = args.parser
-    overrides = common.convert_client_properties(
-        common.parse_key_values(args.consumer_property, "--consumer-property", p),
-        KafkaConsumer.DEFAULT_CONFIG, "consumer", p)
-    configs = dict(common.client_configs(args), group_id=args.group, isolation_level=args.isolation_level,
-                   enable_auto_commit=bool(args.group),
-                   auto_offset_reset="earliest" if args.from_beginning or args.start == "earliest" else "latest")
-    configs.update(overrides)
+    # Kafka's precedence: the tool's defaults, the --consumer.config file, --consumer-property,
+    # then the options given explicitly.
+    configs: dict[str, Any] = dict(
+        isolation_level="read_uncommitted", enable_auto_commit=bool(args.group),
+        auto_offset_reset="earliest" if args.from_beginning or args.start == "earliest" else "latest")
+    configs.update(common.client_configs(args))
+    configs.update(args.consumer_overrides)
+    configs["group_id"] = args.group
+    if args.isolation_level is not None:
+        configs["isolation_level"] = args.isolation_level
     stop = _Stop()
     try:
         consumer = KafkaConsumer(**configs)
     except Errors.KafkaTimeoutError:
         raise common.connect_error(args) from None
     try:
-        if args.group:
+        if args.group and args.include is not None:
+            consumer.subscribe(pattern=args.include_pattern.pattern)
+        elif args.group:
             consumer.subscribe([args.topic])
         else:
             _assign(consumer, args)
@@ -190,22 +221,42 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _metadata_wait_s(args: argparse.Namespace) -> float:
+    """How long to wait for the topic(s) to appear: the request timeout, or --timeout-ms if shorter."""
+    wait_ms = args.request_timeout_ms if args.timeout_ms is None else min(args.request_timeout_ms, args.timeout_ms)
+    return wait_ms / 1000
+
+
+def _matching_partitions(consumer: Any, args: argparse.Namespace) -> dict[str, set[int]]:
+    """{topic: partition ids} of --topic, or of every topic --include matches (internal topics only
+    when exclude.internal.topics=false, as Kafka's pattern subscription)."""
+    if args.include is None:
+        partitions = consumer.partitions_for_topic(args.topic)
+        return {args.topic: partitions} if partitions else {}
+    exclude_internal = consumer.config["exclude_internal_topics"]
+    names = [t for t in consumer.topics() if args.include_pattern.match(t)
+             and not (exclude_internal and t in common.INTERNAL_TOPICS)]
+    return {t: ps for t in names if (ps := consumer.partitions_for_topic(t))}
+
+
 def _assign(consumer: Any, args: argparse.Namespace) -> None:
     """Without a group: assign the partitions and position them."""
     from kafka import TopicPartition
 
-    deadline = time.monotonic() + args.request_timeout_ms / 1000
-    partitions = consumer.partitions_for_topic(args.topic)
-    while not partitions and time.monotonic() < deadline:  # a topic being auto-created has no leader yet
+    deadline = time.monotonic() + _metadata_wait_s(args)
+    found = _matching_partitions(consumer, args)
+    while not found and time.monotonic() < deadline:  # a topic being auto-created has no leader yet
         time.sleep(0.1)
-        partitions = consumer.partitions_for_topic(args.topic)
-    if not partitions:
+        found = _matching_partitions(consumer, args)
+    if not found:
+        if args.include is not None:
+            raise ToolError(f"no topic matches --include '{args.include}'")
         raise ToolError(f"topic '{args.topic}' does not exist")
     if args.partition is not None:
-        if args.partition not in partitions:
+        if args.partition not in found[args.topic]:
             raise ToolError(f"partition {args.partition} of topic '{args.topic}' does not exist")
-        partitions = {args.partition}
-    tps = [TopicPartition(args.topic, p) for p in sorted(partitions)]
+        found = {args.topic: {args.partition}}
+    tps = [TopicPartition(t, p) for t in sorted(found) for p in sorted(found[t])]
     consumer.assign(tps)
     if isinstance(args.start, int):
         consumer.seek(tps[0], args.start)  # out of range: auto_offset_reset (latest) applies
@@ -233,7 +284,8 @@ def _loop(consumer: Any, args: argparse.Namespace, stop: _Stop) -> int:
         # max_records bounds what the consumer hands out, so its position (and the group's
         # commit) never runs ahead of what was printed.
         batches = consumer.poll(timeout_ms=wait_ms, max_records=limit)
-        records = sorted((r for recs in batches.values() for r in recs), key=lambda r: (r.partition, r.offset))
+        records = sorted((r for recs in batches.values() for r in recs),
+                         key=lambda r: (r.topic, r.partition, r.offset))
         if records:
             last_record = time.monotonic()
             out.write(b"".join(fmt.format(r) for r in records))

@@ -23,6 +23,7 @@ from kafkalite.tools.common import ToolError
 
 TOOL = "console-producer"
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+_DEFAULT_MAX_BLOCK_MS = 60000
 _MAX_PENDING = 10000  # futures kept before the oldest are checked (bounds memory on big inputs)
 
 
@@ -30,20 +31,20 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p = sub.add_parser(TOOL, help="produce stdin lines to a topic",
                        description="Read records from stdin, one per line, and produce them "
                                    "(as kafka-console-producer.sh).")
-    common.add_connection_args(p)
+    common.add_connection_args(p, "--producer.config", "producer")
     p.add_argument("--topic", required=True)
     p.add_argument("--property", action="append", default=[], metavar="K=V",
                    help="line reader property: parse.key, key.separator, parse.headers, headers.delimiter, "
                         "headers.separator, headers.key.separator, null.marker, ignore.error (repeatable)")
     p.add_argument("--producer-property", action="append", default=[], metavar="K=V",
                    help="producer config by its Kafka name, e.g. linger.ms=5 (repeatable)")
-    p.add_argument("--request-required-acks", default="all", choices=sorted(_ACKS),
+    p.add_argument("--request-required-acks", choices=sorted(_ACKS),
                    help="acks (default all)")
     p.add_argument("--compression-codec", nargs="?", const="gzip",
                    choices=("none", "gzip", "snappy", "lz4", "zstd"),
                    help="compression (gzip when given without a value; default none)")
     p.add_argument("--sync", action="store_true", help="wait for each record's acknowledgement")
-    p.add_argument("--max-block-ms", type=common.positive_int, default=60000, metavar="MS",
+    p.add_argument("--max-block-ms", type=common.positive_int, metavar="MS",
                    help="how long a send may wait for metadata, e.g. for the topic to exist (default 60000)")
     p.set_defaults(func=lambda args: common.run_tool(TOOL, _run, args), parser=p)
 
@@ -157,14 +158,19 @@ def _run(args: argparse.Namespace) -> int:
         fmt = line_format(common.parse_key_values(args.property, "--property", p, strip_values=False))
     except ValueError as e:
         p.error(str(e))
-    overrides = common.convert_client_properties(
-        common.parse_key_values(args.producer_property, "--producer-property", p),
-        KafkaProducer.DEFAULT_CONFIG, "producer", p)
-    configs = dict(common.client_configs(args), acks=_ACKS[args.request_required_acks],
-                   max_block_ms=args.max_block_ms)
-    if args.compression_codec and args.compression_codec != "none":
-        configs["compression_type"] = args.compression_codec
-    configs.update(overrides)
+    common.check_topic_name(args.topic)
+    # Kafka's precedence: the tool's defaults, the --producer.config file, --producer-property,
+    # then the options given explicitly.
+    configs = dict(acks=-1, max_block_ms=_DEFAULT_MAX_BLOCK_MS)
+    configs.update(common.client_configs(args))
+    configs.update(common.option_client_properties(args, args.producer_property, "--producer-property"))
+    if args.request_required_acks is not None:
+        configs["acks"] = _ACKS[args.request_required_acks]
+    if args.max_block_ms is not None:
+        configs["max_block_ms"] = args.max_block_ms
+    if args.compression_codec is not None:
+        configs["compression_type"] = None if args.compression_codec == "none" else args.compression_codec
+    args.max_block_ms = configs["max_block_ms"]
     try:
         producer = KafkaProducer(**configs)
     except Errors.KafkaTimeoutError:

@@ -4,8 +4,10 @@ kafka-consumer-groups.sh).
     kafkalite groups --list [--state [STATE,...]]
     kafkalite groups --describe (--group G ... | --all-groups) [--offsets | --members [--verbose] | --state]
     kafkalite groups --reset-offsets --group G ... (--topic T[:P,P] ... | --all-topics)
-                     (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N | --to-datetime DT)
-                     [--execute | --dry-run]
+                     (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N | --to-datetime DT
+                      | --by-duration PnDTnHnMnS)
+                     [--execute | --dry-run] [--export]
+    kafkalite groups --reset-offsets --group G ... --from-file CSV [--execute | --dry-run] [--export]
     kafkalite groups --delete --group G ...
     kafkalite groups --delete-offsets --group G --topic T[:P,P] ...
 
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import sys
+import time
 from typing import Any, Optional
 
 from kafkalite.tools import common
@@ -59,7 +63,14 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     target.add_argument("--shift-by", type=int, metavar="N",
                         help="move the committed offset by N, may be negative (clamped)")
     target.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss[ZONE]",
-                        help="reset to the first offset at or after this time (local time without a zone)")
+                        help="reset to the first offset at or after this time (UTC without a zone, as Kafka)")
+    target.add_argument("--by-duration", metavar="PnDTnHnMnS",
+                        help="reset to the first offset at or after now minus this ISO-8601 duration")
+    target.add_argument("--from-file", metavar="CSV",
+                        help="reset to the offsets of a CSV file: topic,partition,offset lines for one --group, "
+                             "group,topic,partition,offset lines otherwise (what --export writes)")
+    p.add_argument("--export", action="store_true",
+                   help="--reset-offsets: print the new offsets as CSV (the --from-file format) instead of a table")
     run_mode = p.add_mutually_exclusive_group()
     run_mode.add_argument("--execute", action="store_true", help="--reset-offsets: commit the new offsets")
     run_mode.add_argument("--dry-run", action="store_true",
@@ -84,11 +95,72 @@ def parse_topic_spec(spec: str) -> tuple[str, Optional[list[int]]]:
     return topic, partitions
 
 
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})(Z|[+-]\d{2}(?::?\d{2})?)?")
+
+
 def parse_datetime_ms(text: str) -> int:
-    """kafka-consumer-groups.sh's --to-datetime (`2024-01-31T12:00:00.000`, optional zone such as
-    `Z` or `+01:00`; local time without one) as epoch milliseconds."""
-    dt = datetime.datetime.fromisoformat(text)
+    """kafka-consumer-groups.sh's --to-datetime (Kafka's Utils.getDateTime): `2024-01-31T12:00:00.000`,
+    milliseconds required, then an optional zone `Z`, `+01`, `+0100` or `+01:00`; UTC without
+    one. Epoch milliseconds; ValueError when malformed or not a real date."""
+    m = _DATETIME.fullmatch(text)
+    if not m:
+        raise ValueError(text)
+    zone = m.group(8) or "Z"
+    offset = datetime.timedelta(0)
+    if zone != "Z":
+        digits = zone[1:].replace(":", "")
+        offset = datetime.timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
+        if zone[0] == "-":
+            offset = -offset
+    year, month, day, hour, minute, second, millis = (int(g) for g in m.groups()[:7])
+    dt = datetime.datetime(year, month, day, hour, minute, second, millis * 1000,
+                           tzinfo=datetime.timezone(offset))
     return int(dt.timestamp() * 1000)
+
+
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
+                       re.IGNORECASE)
+
+
+def parse_duration_ms(text: str) -> int:
+    """An ISO-8601 duration as Java's Duration.parse reads it (`P1DT2H`, `PT15M`, `PT0.5S`,
+    signs allowed), in milliseconds; ValueError when malformed."""
+    m = _DURATION.fullmatch(text)
+    if not m or m.group(3) == "T" or not any(m.group(i) for i in (2, 4, 5, 6)):
+        raise ValueError(text)
+    days, hours, minutes, seconds = (int(m.group(i) or 0) for i in (2, 4, 5, 6))
+    fraction_ms = int((m.group(7) or "").ljust(3, "0")[:3] or 0)
+    if (m.group(6) or "").startswith("-"):
+        fraction_ms = -fraction_ms
+    total = ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000 + fraction_ms
+    return -total if m.group(1) == "-" else total
+
+
+ResetPlan = dict[str, dict[tuple[str, int], int]]
+
+
+def parse_reset_plan(text: str, groups: list[str]) -> ResetPlan:
+    """{group: {(topic, partition): offset}} of a --from-file CSV: `topic,partition,offset` lines
+    when exactly one --group is given, else `group,topic,partition,offset` (kafka-consumer-groups.sh's
+    two formats). Blank lines are skipped; ValueError names the first bad line."""
+    plan: ResetPlan = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 3 and len(groups) == 1:
+            fields.insert(0, groups[0])
+        elif len(fields) != 4:
+            expected = "topic,partition,offset" if len(groups) == 1 else "group,topic,partition,offset"
+            raise ValueError(f"line {number}: expected {expected}, got {line!r}")
+        group, topic, partition, offset = fields
+        if not re.fullmatch(r"\d+", partition) or not re.fullmatch(r"\d+", offset) or not topic or not group:
+            raise ValueError(f"line {number}: expected a topic, a partition and an offset >= 0, got {line!r}")
+        reason = common.invalid_topic_reason(topic)
+        if reason is not None:
+            raise ValueError(f"line {number}: topic name is invalid: {reason}")
+        plan.setdefault(group, {})[(topic, int(partition))] = int(offset)
+    return plan
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -96,7 +168,8 @@ def _validate(args: argparse.Namespace) -> None:
     action = next(a for a in ("list", "describe", "reset_offsets", "delete", "delete_offsets") if getattr(args, a))
     flag = "--" + action.replace("_", "-")
     targets = [args.to_earliest, args.to_latest, args.to_current, args.to_offset is not None,
-               args.shift_by is not None, args.to_datetime is not None]
+               args.shift_by is not None, args.to_datetime is not None, args.by_duration is not None,
+               args.from_file is not None]
     if action == "list":
         if args.group or args.all_groups:
             p.error("--list takes no --group/--all-groups")
@@ -115,7 +188,9 @@ def _validate(args: argparse.Namespace) -> None:
     if args.verbose and not (action == "describe" and args.members):
         p.error("--verbose can only be used with --describe --members")
     if action in ("reset_offsets", "delete_offsets"):
-        if action == "reset_offsets" and not (args.topic or args.all_topics):
+        if action == "reset_offsets" and args.from_file is not None and (args.topic or args.all_topics):
+            p.error("--from-file takes its partitions from the file: no --topic/--all-topics")
+        if action == "reset_offsets" and not (args.topic or args.all_topics or args.from_file is not None):
             p.error("--reset-offsets requires --topic or --all-topics")
         if action == "delete_offsets" and not args.topic:
             p.error("--delete-offsets requires --topic")
@@ -126,7 +201,7 @@ def _validate(args: argparse.Namespace) -> None:
     if action == "reset_offsets":
         if not any(targets):
             p.error("--reset-offsets requires one of --to-earliest, --to-latest, --to-current, --to-offset, "
-                    "--shift-by, --to-datetime")
+                    "--shift-by, --to-datetime, --by-duration, --from-file")
         if args.to_offset is not None and args.to_offset < 0:
             p.error("--to-offset must be >= 0")
         if args.to_datetime is not None:
@@ -134,16 +209,37 @@ def _validate(args: argparse.Namespace) -> None:
                 args.datetime_ms = parse_datetime_ms(args.to_datetime)
             except ValueError:
                 p.error(f"invalid --to-datetime {args.to_datetime!r}: expected YYYY-MM-DDTHH:mm:SS.sss")
-    elif any(targets) or args.execute or args.dry_run:
-        p.error("--to-*/--shift-by/--execute/--dry-run can only be used with --reset-offsets")
+        if args.by_duration is not None:
+            try:
+                args.datetime_ms = int(time.time() * 1000) - parse_duration_ms(args.by_duration)
+            except ValueError:
+                p.error(f"invalid --by-duration {args.by_duration!r}: expected PnDTnHnMnS")
+    elif any(targets) or args.execute or args.dry_run or args.export:
+        p.error("--to-*/--by-duration/--from-file/--shift-by/--execute/--dry-run/--export can only be used "
+                "with --reset-offsets")
     specs: list[tuple[str, Optional[list[int]]]] = []
     for spec in args.topic:
         try:
             specs.append(parse_topic_spec(spec))
         except ValueError:
             p.error(f"invalid --topic {spec!r}: expected TOPIC or TOPIC:PARTITION[,PARTITION...]")
+    for topic, _ in specs:
+        common.check_topic_name(topic)
     args.topic_specs = specs
     args.action = action
+    args.reset_plan = _read_reset_plan(args.from_file, args.group) if args.from_file is not None else None
+
+
+def _read_reset_plan(path: str, groups: list[str]) -> ResetPlan:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ToolError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        return parse_reset_plan(text, groups)
+    except ValueError as e:
+        raise ToolError(f"invalid reset plan {path}: {e}") from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -330,16 +426,20 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
 # --reset-offsets
 # --------------------------------------------------------------------------------------------
 
-def _scope(admin: Any, args: argparse.Namespace, committed: dict[Any, Any]) -> list[Any]:
+def _scope(admin: Any, args: argparse.Namespace, committed: dict[Any, Any], group: str = "") -> list[Any]:
     """The partitions to reset: those named by --topic (all of a topic's when no partitions are
-    given; the topic must exist), or every partition with a committed offset (--all-topics)."""
+    given; the topic must exist), those of the group's --from-file plan (they must exist), or
+    every partition with a committed offset (--all-topics)."""
     from kafka import TopicPartition
 
     if args.all_topics:
         return sorted(committed, key=lambda t: (t.topic, t.partition))
-    existing = _existing_partitions(admin, {t for t, _ in args.topic_specs})
+    specs = args.topic_specs
+    if args.reset_plan is not None:
+        specs = [(topic, [partition]) for topic, partition in sorted(args.reset_plan.get(group, {}))]
+    existing = _existing_partitions(admin, {t for t, _ in specs})
     out: set[Any] = set()
-    for topic, partitions in args.topic_specs:
+    for topic, partitions in specs:
         if topic not in existing:
             raise ToolError(f"topic '{topic}' does not exist")
         for p in partitions if partitions is not None else existing[topic]:
@@ -349,8 +449,8 @@ def _scope(admin: Any, args: argparse.Namespace, committed: dict[Any, Any]) -> l
     return sorted(out, key=lambda t: (t.topic, t.partition))
 
 
-def new_offsets(args: argparse.Namespace, tps: list[Any], committed: dict[Any, Any], earliest: dict[Any, int],
-                latest: dict[Any, int], by_time: dict[Any, int]) -> dict[Any, int]:
+def new_offsets(args: argparse.Namespace, group: str, tps: list[Any], committed: dict[Any, Any],
+                earliest: dict[Any, int], latest: dict[Any, int], by_time: dict[Any, int]) -> dict[Any, int]:
     """The target of each partition, clamped to [earliest, latest] as Kafka's reset does."""
     out: dict[Any, int] = {}
     for tp in tps:
@@ -368,7 +468,9 @@ def new_offsets(args: argparse.Namespace, tps: list[Any], committed: dict[Any, A
             if current is None:
                 raise ToolError(f"partition {common.tp_name(tp.topic, tp.partition)} has no committed offset to shift")
             target = current + args.shift_by
-        else:
+        elif args.reset_plan is not None:
+            target = args.reset_plan[group][(tp.topic, tp.partition)]
+        else:  # --to-datetime, --by-duration
             found = by_time.get(tp, -1)
             target = found if found >= 0 else hi  # no record at or after that time: the end
         out[tp] = min(max(target, lo), hi)
@@ -381,22 +483,28 @@ def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
 
     if not args.execute and not args.dry_run:
         print("WARN: No action will be performed as the --execute option is missing.", file=sys.stderr, flush=True)
+    groups = _group_ids(admin, args)
+    if args.reset_plan is not None:
+        missing = [g for g in groups if g not in args.reset_plan]
+        if missing:
+            raise ToolError(f"no reset plan for group '{missing[0]}' in {args.from_file}")
     tables: list[list[str]] = []
-    for group in _group_ids(admin, args):
+    csv_lines: list[str] = []
+    for group in groups:
         desc = _describe_group(admin, group, must_exist=False)
         state = desc["group_state"]
         if state not in ("Empty", "Dead"):
             raise ToolError(f"assignments can only be reset if the group '{group}' is inactive, "
                             f"but the current state is {state}")
         committed = _committed(admin, group) if not _is_missing(desc) else {}
-        tps = _scope(admin, args, committed)
+        tps = _scope(admin, args, committed, group)
         earliest = _list_offsets(admin, set(tps), OffsetSpec.EARLIEST)
         latest = _list_offsets(admin, set(tps), OffsetSpec.LATEST)
         tps = [tp for tp in tps if tp in earliest and tp in latest]  # --all-topics: skip deleted topics
         by_time: dict[Any, int] = {}
-        if args.to_datetime is not None:
+        if args.to_datetime is not None or args.by_duration is not None:
             by_time = _list_offsets(admin, set(tps), OffsetTimestamp(args.datetime_ms))
-        targets = new_offsets(args, tps, committed, earliest, latest, by_time)
+        targets = new_offsets(args, group, tps, committed, earliest, latest, by_time)
         if args.execute and targets:
             result = admin.alter_group_offsets(group, {
                 tp: OffsetAndMetadata(off, committed[tp].metadata if tp in committed else "", None)
@@ -407,6 +515,12 @@ def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
                                     f"for group '{group}': {common.error_text(err)}")
         tables.append(common.format_table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
                                           [[group, tp.topic, tp.partition, off] for tp, off in targets.items()]))
+        # --export: kafka-consumer-groups.sh's CSV, with the group column unless one --group was named
+        prefix = "" if len(args.group) == 1 else f"{group},"
+        csv_lines += [f"{prefix}{tp.topic},{tp.partition},{off}" for tp, off in targets.items()]
+    if args.export:
+        common.print_lines(csv_lines)
+        return 0
     out: list[str] = []
     for i, table in enumerate(tables):
         if i:

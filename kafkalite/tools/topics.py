@@ -1,8 +1,8 @@
 """`kafkalite topics`: create, list, describe, alter and delete topics (Kafka's kafka-topics.sh).
 
     kafkalite topics --create   --topic T [--partitions N] [--replication-factor R] [--config K=V ...] [--if-not-exists]
-    kafkalite topics --list     [--exclude-internal]
-    kafkalite topics --describe [--topic T] [--exclude-internal] [--if-exists]
+    kafkalite topics --list     [--topic REGEX] [--exclude-internal]
+    kafkalite topics --describe [--topic REGEX] [--exclude-internal] [--if-exists]
     kafkalite topics --alter    --topic T [--partitions N] [--config K=V ...] [--delete-config K ...] [--if-exists]
     kafkalite topics --delete   --topic T [--if-exists]
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import re
 import uuid
 from typing import Any, Optional
 
@@ -39,7 +40,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     actions.add_argument("--alter", action="store_true",
                          help="add partitions and/or change the topic's configs")
     actions.add_argument("--delete", action="store_true", help="delete a topic")
-    p.add_argument("--topic", help="topic name (exact)")
+    p.add_argument("--topic", help="topic name; with --list and --describe a regular expression the whole "
+                                    "name must match (commas separate alternatives), as kafka-topics.sh")
     p.add_argument("--partitions", type=common.positive_int, metavar="N",
                    help="--create: partition count (default: the broker's num.partitions); "
                         "--alter: the new, larger partition count")
@@ -65,13 +67,20 @@ def _validate(args: argparse.Namespace) -> None:
     allowed = {
         "partitions": ("create", "alter"), "replication_factor": ("create",), "config": ("create", "alter"),
         "delete_config": ("alter",), "if_not_exists": ("create",), "if_exists": ("describe", "alter", "delete"),
-        "exclude_internal": ("list", "describe"), "topic": ("create", "describe", "alter", "delete"),
+        "exclude_internal": ("list", "describe"), "topic": ("create", "list", "describe", "alter", "delete"),
     }
     for opt, actions in allowed.items():
         if getattr(args, opt) and action not in actions:
             p.error(f"--{opt.replace('_', '-')} cannot be used with --{action}")
     if action == "alter" and not (args.partitions or args.config or args.delete_config):
         p.error("--alter requires --partitions, --config or --delete-config")
+    if action in ("list", "describe") and args.topic is not None:
+        try:
+            args.topic_pattern = topic_filter(args.topic)
+        except re.error as e:
+            p.error(f"--topic {args.topic!r} is not a valid regular expression: {e}")
+    elif args.topic is not None and action != "create":  # --create: the broker says why a name is refused
+        common.check_topic_name(args.topic)
     args.configs = common.parse_key_values(args.config, "--config", p)
     both = sorted(set(args.configs) & set(args.delete_config))
     if both:
@@ -117,9 +126,23 @@ def _existing(admin: Any, args: argparse.Namespace) -> Optional[dict[str, Any]]:
     return md
 
 
+def topic_filter(text: str) -> "re.Pattern[str]":
+    """kafka-topics.sh's --topic for --list/--describe (Kafka's TopicFilter.IncludeList): blanks
+    and surrounding quotes dropped, commas as alternatives, matched against the whole name."""
+    regex = re.sub(r"""^["']+|["']+$""", "", text.strip().replace(",", "|").replace(" ", ""))
+    return re.compile(f"(?:{regex})\\Z")
+
+
+def _selected(admin: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Metadata of every topic --topic (a pattern) selects, or of all of them, sorted by name."""
+    pattern = getattr(args, "topic_pattern", None)
+    return sorted((t for t in _topic_metadata(admin, None)
+                   if t["error_code"] == 0 and not (args.exclude_internal and t["is_internal"])
+                   and (pattern is None or pattern.match(t["name"]))), key=lambda t: t["name"])
+
+
 def _list(admin: Any, args: argparse.Namespace) -> int:
-    topics = _topic_metadata(admin, None)
-    common.print_lines(sorted(t["name"] for t in topics if not (args.exclude_internal and t["is_internal"])))
+    common.print_lines(t["name"] for t in _selected(admin, args))
     return 0
 
 
@@ -167,13 +190,9 @@ def topic_configs(admin: Any, names: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def _describe(admin: Any, args: argparse.Namespace) -> int:
-    if args.topic:
-        md = _existing(admin, args)
-        topics = [md] if md else []
-    else:
-        topics = [t for t in _topic_metadata(admin, None)
-                  if t["error_code"] == 0 and not (args.exclude_internal and t["is_internal"])]
-    topics.sort(key=lambda t: t["name"])
+    topics = _selected(admin, args)
+    if args.topic is not None and not topics and not args.if_exists:
+        raise ToolError(f"topic '{args.topic}' does not exist")
     configs = topic_configs(admin, [t["name"] for t in topics])
     lines: list[str] = []
     for md in topics:
