@@ -98,6 +98,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--override", action="append", metavar="KEY=VALUE",
                        help="override a property of the config file (repeatable)")
     serve.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    add_version_arg(serve)
     serve.set_defaults(func=_serve)
     register_all(sub)
     args, unknown = parser.parse_known_args(argv)

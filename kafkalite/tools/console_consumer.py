@@ -148,6 +148,7 @@ def _validate(args: argparse.Namespace) -> None:
         p.error("--from-beginning and --offset cannot be used together")
     if args.include is not None:
         try:
+            re.compile(args.include)  # a syntax error's position is then one in the user's text
             # Kafka matches the whole topic name (Pattern.matcher(topic).matches())
             args.include_pattern = re.compile(f"(?:{args.include})\\Z")
         except re.error as e:

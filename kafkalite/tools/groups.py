@@ -488,6 +488,8 @@ def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
         missing = [g for g in groups if g not in args.reset_plan]
         if missing:
             raise ToolError(f"no reset plan for group '{missing[0]}' in {args.from_file}")
+        for group in groups:  # every group's plan is checked before any is committed
+            _scope(admin, args, {}, group)
     tables: list[list[str]] = []
     csv_lines: list[str] = []
     for group in groups:

@@ -130,6 +130,7 @@ def topic_filter(text: str) -> "re.Pattern[str]":
     """kafka-topics.sh's --topic for --list/--describe (Kafka's TopicFilter.IncludeList): blanks
     and surrounding quotes dropped, commas as alternatives, matched against the whole name."""
     regex = re.sub(r"""^["']+|["']+$""", "", text.strip().replace(",", "|").replace(" ", ""))
+    re.compile(regex)  # a syntax error's position is then one in the user's text
     return re.compile(f"(?:{regex})\\Z")
 
 

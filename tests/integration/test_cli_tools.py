@@ -216,16 +216,18 @@ USAGE_ERRORS: list[tuple[list[str], str]] = [
      "--offset must be earliest, latest or a non-negative integer, got '-5'"),
     (["console-consumer", "--topic", "t", "--group", "g", "--partition", "0"],
      "--group and --partition cannot be used together"),
-    (["console-consumer", "--topic", "t", "--consumer-property", "no.such=1"], "unknown consumer property 'no.such'"),
+    (["console-consumer", "--topic", "t", "--consumer-property", "no.such=1"], "unsupported consumer property 'no.such'"),
     (["groups", "--describe"], "--describe requires --group or --all-groups"),
     (["groups", "--reset-offsets", "--group", "g", "--to-earliest"], "--reset-offsets requires --topic or --all-topics"),
     (["groups", "--reset-offsets", "--group", "g", "--topic", "t"],
-     "--reset-offsets requires one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime"),
+     "--reset-offsets requires one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, "
+     "--by-duration, --from-file"),
     (["groups", "--reset-offsets", "--group", "g", "--topic", "t:x", "--to-latest"],
      "invalid --topic 't:x': expected TOPIC or TOPIC:PARTITION[,PARTITION...]"),
     (["groups", "--reset-offsets", "--group", "g", "--topic", "t", "--to-datetime", "yesterday"],
      "invalid --to-datetime 'yesterday': expected YYYY-MM-DDTHH:mm:SS.sss"),
-    (["groups", "--list", "--execute"], "--to-*/--shift-by/--execute/--dry-run can only be used with --reset-offsets"),
+    (["groups", "--list", "--execute"],
+     "--to-*/--by-duration/--from-file/--shift-by/--execute/--dry-run/--export can only be used with --reset-offsets"),
     (["records", "--offset-json-file", "f.json"], "the following arguments are required: --delete"),
 ]
 
