@@ -402,53 +402,32 @@ def _parse_compression(raw: str) -> Optional[str]:
     return None if codec == "none" else codec
 
 
-# Kafka client setting -> (kafka-python setting, value parser), per kind of client.
-_ClientSetting = tuple[str, Callable[[str], Any]]
-_COMMON_SETTINGS: dict[str, _ClientSetting] = {
-    "bootstrap.servers": ("bootstrap_servers", _parse_list),
-    "client.id": ("client_id", str),
-    "security.protocol": ("security_protocol", _parse_plaintext),
-    "request.timeout.ms": ("request_timeout_ms", int),
-    "metadata.max.age.ms": ("metadata_max_age_ms", int),
-    "retry.backoff.ms": ("retry_backoff_ms", int),
-    "reconnect.backoff.ms": ("reconnect_backoff_ms", int),
-    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", int),
-    "connections.max.idle.ms": ("connections_max_idle_ms", int),
-    "receive.buffer.bytes": ("receive_buffer_bytes", int),
-    "send.buffer.bytes": ("send_buffer_bytes", int),
+# Kafka client settings the tools honour, per kind of client, with the parser of their value;
+# kafka-python names each the same with '_' for '.' (linger.ms -> linger_ms).
+_COMMON_SETTINGS: dict[str, Callable[[str], Any]] = {
+    "bootstrap.servers": _parse_list, "client.id": str, "security.protocol": _parse_plaintext,
+    **dict.fromkeys(("request.timeout.ms", "metadata.max.age.ms", "retry.backoff.ms", "reconnect.backoff.ms",
+                     "reconnect.backoff.max.ms", "connections.max.idle.ms", "receive.buffer.bytes",
+                     "send.buffer.bytes"), int),
 }
-CLIENT_SETTINGS: dict[str, dict[str, _ClientSetting]] = {
+CLIENT_SETTINGS: dict[str, dict[str, Callable[[str], Any]]] = {
     "admin": _COMMON_SETTINGS,
-    "producer": {**_COMMON_SETTINGS,
-                 "acks": ("acks", _parse_acks),
-                 "compression.type": ("compression_type", _parse_compression),
-                 "linger.ms": ("linger_ms", int),
-                 "batch.size": ("batch_size", int),
-                 "max.request.size": ("max_request_size", int),
-                 "max.block.ms": ("max_block_ms", int),
-                 "delivery.timeout.ms": ("delivery_timeout_ms", int),
-                 "retries": ("retries", int),
-                 "enable.idempotence": ("enable_idempotence", _parse_bool),
-                 "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", int)},
-    "consumer": {**_COMMON_SETTINGS,
-                 "group.id": ("group_id", str),
-                 "group.instance.id": ("group_instance_id", str),
-                 "auto.offset.reset": ("auto_offset_reset", _parse_choice("earliest", "latest", "none")),
-                 "enable.auto.commit": ("enable_auto_commit", _parse_bool),
-                 "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
-                 "isolation.level": ("isolation_level", _parse_choice("read_uncommitted", "read_committed")),
-                 "fetch.min.bytes": ("fetch_min_bytes", int),
-                 "fetch.max.bytes": ("fetch_max_bytes", int),
-                 "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
-                 "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
-                 "max.poll.records": ("max_poll_records", int),
-                 "max.poll.interval.ms": ("max_poll_interval_ms", int),
-                 "session.timeout.ms": ("session_timeout_ms", int),
-                 "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
-                 "check.crcs": ("check_crcs", _parse_bool),
-                 "exclude.internal.topics": ("exclude_internal_topics", _parse_bool),
-                 "allow.auto.create.topics": ("allow_auto_create_topics", _parse_bool),
-                 "client.rack": ("client_rack", str)},
+    "producer": {
+        **_COMMON_SETTINGS, "acks": _parse_acks, "compression.type": _parse_compression,
+        "enable.idempotence": _parse_bool,
+        **dict.fromkeys(("linger.ms", "batch.size", "max.request.size", "max.block.ms", "delivery.timeout.ms",
+                         "retries", "max.in.flight.requests.per.connection"), int),
+    },
+    "consumer": {
+        **_COMMON_SETTINGS, "group.id": str, "group.instance.id": str, "client.rack": str,
+        "auto.offset.reset": _parse_choice("earliest", "latest", "none"),
+        "isolation.level": _parse_choice("read_uncommitted", "read_committed"),
+        **dict.fromkeys(("enable.auto.commit", "check.crcs", "exclude.internal.topics",
+                         "allow.auto.create.topics"), _parse_bool),
+        **dict.fromkeys(("auto.commit.interval.ms", "fetch.min.bytes", "fetch.max.bytes", "fetch.max.wait.ms",
+                         "max.partition.fetch.bytes", "max.poll.records", "max.poll.interval.ms",
+                         "session.timeout.ms", "heartbeat.interval.ms"), int),
+    },
 }
 # The console tools always read and write raw bytes, as Kafka's do (they replace these too).
 _IGNORED_SETTINGS = {"producer": ("key.serializer", "value.serializer"),
@@ -465,7 +444,7 @@ def convert_client_properties(props: Mapping[str, str], kind: str) -> dict[str, 
             continue
         if name not in table:
             raise ValueError(f"unsupported {kind} property {name!r}")
-        key, parse = table[name]
+        key, parse = name.replace(".", "_"), table[name]
         try:
             out[key] = parse(raw.strip())
         except UnsupportedValue as e:

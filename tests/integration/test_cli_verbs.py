@@ -10,31 +10,19 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-import pytest
 from kafka import KafkaAdminClient, OffsetAndMetadata, TopicPartition
 
 from tests.harness import BrokerProcess
-from tests.integration.test_cli_tools import BROKER_OVERRIDES, Run, committed, produce, run_tool, table, unique
+from tests.integration.test_cli_tools import Run, committed, produce, run_tool, table, unique
+# the module's own broker, admin client and free port (module-scoped fixtures are per importing module)
+from tests.integration.test_cli_tools import admin, bs, free_port  # noqa: F401 - the pytest fixtures
 
 CLOSED = "127.0.0.1:1"  # nothing listens there: a tool that tried to connect would fail differently
 BAD_NAME = ("topic name is invalid: 'a b' contains one or more characters other than ASCII alphanumerics, "
             "'.', '_' and '-'")
 RESET_HEAD = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
-
-
-@pytest.fixture(scope="module")
-def bs() -> Iterator[str]:
-    with BrokerProcess(overrides=BROKER_OVERRIDES) as b:
-        yield b.bootstrap_servers
-
-
-@pytest.fixture(scope="module")
-def admin(bs: str) -> Iterator[KafkaAdminClient]:
-    a = KafkaAdminClient(bootstrap_servers=bs)
-    yield a
-    a.close()
 
 
 def write(path: Path, text: str) -> str:
@@ -382,12 +370,3 @@ def test_reset_offsets_export_and_from_file(bs: str, admin: KafkaAdminClient, tm
     assert run_tool(bs, "groups", "--reset-offsets", "--group", g, "--from-file", str(tmp_path / "nope.csv")) == \
         Run(1, "", f"kafkalite groups: cannot read {tmp_path / 'nope.csv'}: No such file or directory\n")
     assert committed(admin, g) == {(t, 0): 4, (t, 1): 2} and committed(admin, h) == {(t, 0): 4}
-
-
-@pytest.fixture
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
