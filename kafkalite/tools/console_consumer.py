@@ -201,6 +201,8 @@ def _run(args: argparse.Namespace) -> int:
     configs.update(common.client_configs(args))
     configs.update(args.consumer_overrides)
     configs["group_id"] = args.group
+    # kafka-python wants a fetch's wait below the request timeout: keep a short --request-timeout-ms usable
+    configs.setdefault("fetch_max_wait_ms", min(500, max(1, args.request_timeout_ms // 2)))
     if args.isolation_level is not None:
         configs["isolation_level"] = args.isolation_level
     stop = _Stop()

@@ -167,6 +167,15 @@ def test_bad_topic_names_are_one_line_before_any_request() -> None:
                            "longer than the max allowed length 249\n")
 
 
+def test_console_consumer_with_a_short_request_timeout_reports_the_connection(free_port: int) -> None:
+    """kafka-python refuses a request timeout not above fetch.max.wait.ms (500): the tool lowers
+    the wait instead, so a short --request-timeout-ms reports what happened."""
+    (r,) = run_many([["console-consumer", "--topic", "t", "--bootstrap-server", f"127.0.0.1:{free_port}",
+                      "--request-timeout-ms", "300", "--timeout-ms", "100"]])
+    assert r == Run(1, "", f"kafkalite console-consumer: cannot connect to 127.0.0.1:{free_port}: "
+                           "no broker answered within 300 ms\n")
+
+
 # ============================================================================================
 # Properties files applied
 # ============================================================================================
