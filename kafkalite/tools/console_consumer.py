@@ -1,7 +1,8 @@
 """`kafkalite console-consumer`: print a topic's records (Kafka's kafka-console-consumer.sh).
 
-    kafkalite console-consumer (--topic T | --include REGEX) [--from-beginning] [--group G] [--max-messages N] [--timeout-ms MS]
-                               [--partition P [--offset earliest|latest|N]] [--isolation-level read_committed]
+    kafkalite console-consumer (--topic T | --include REGEX) [--from-beginning] [--group G] [--max-messages N]
+                               [--timeout-ms MS] [--partition P [--offset earliest|latest|N]]
+                               [--isolation-level read_committed]
                                [--property print.key=true ...] [--consumer-property K=V ...]
                                [--consumer.config FILE]
 

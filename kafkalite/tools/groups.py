@@ -118,8 +118,8 @@ def parse_datetime_ms(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
-                       re.IGNORECASE)
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?"
+                       r"(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
 
 
 def parse_duration_ms(text: str) -> int:
