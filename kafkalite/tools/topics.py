@@ -135,10 +135,12 @@ def topic_filter(text: str) -> "re.Pattern[str]":
 
 
 def _selected(admin: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Metadata of every topic --topic (a pattern) selects, or of all of them, sorted by name."""
+    """Metadata of every topic --topic (a pattern) selects, or of all of them, sorted by name
+    (--list names a topic whose metadata has an error too, e.g. one still being created)."""
     pattern = getattr(args, "topic_pattern", None)
     return sorted((t for t in _topic_metadata(admin, None)
-                   if t["error_code"] == 0 and not (args.exclude_internal and t["is_internal"])
+                   if (t["error_code"] == 0 or args.action == "list")
+                   and not (args.exclude_internal and t["is_internal"])
                    and (pattern is None or pattern.match(t["name"]))), key=lambda t: t["name"])
 
 
