@@ -378,8 +378,10 @@ def test_reset_offsets_export_and_from_file(bs: str, admin: KafkaAdminClient, tm
         assert run_tool(bs, "groups", "--reset-offsets", "--group", g, "--from-file", path, "--execute") == \
             Run(1, "", f"kafkalite groups: {message.format(path=path)}\n"), text
     path = write(tmp_path / "other.csv", f"{h},{t},0,1\n")
-    assert run_tool(bs, "groups", "--reset-offsets", "--group", g, "--group", h, "--from-file", path) == \
+    assert run_tool(bs, "groups", "--reset-offsets", "--group", g, "--group", h, "--from-file", path,
+                    "--dry-run") == \
         Run(1, "", f"kafkalite groups: no reset plan for group '{g}' in {path}\n")
-    assert run_tool(bs, "groups", "--reset-offsets", "--group", g, "--from-file", str(tmp_path / "nope.csv")) == \
+    assert run_tool(bs, "groups", "--reset-offsets", "--group", g, "--from-file", str(tmp_path / "nope.csv"),
+                    "--dry-run") == \
         Run(1, "", f"kafkalite groups: cannot read {tmp_path / 'nope.csv'}: No such file or directory\n")
     assert committed(admin, g) == {(t, 0): 4, (t, 1): 2} and committed(admin, h) == {(t, 0): 4}
