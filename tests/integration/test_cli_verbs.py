@@ -13,10 +13,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
+import kafka.errors as Errors
 from kafka import KafkaAdminClient, OffsetAndMetadata, TopicPartition
 
 from tests.harness import BrokerProcess
 from tests.integration.test_cli_tools import Run, committed, produce, run_tool, table, unique
+from tests.integration.util import wait_until
 # the module's own broker, admin client and free port (module-scoped fixtures are per importing module)
 from tests.integration.test_cli_tools import admin, bs, free_port  # noqa: F401 - the pytest fixtures
 
@@ -29,6 +31,18 @@ RESET_HEAD = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
 def write(path: Path, text: str) -> str:
     path.write_text(text, encoding="latin-1")
     return str(path)
+
+
+def offsets_topic_ready(admin: KafkaAdminClient) -> None:
+    """A first FindCoordinator creates __consumer_offsets; wait until a coordinator answers
+    (kafka-python does not retry COORDINATOR_NOT_AVAILABLE meanwhile)."""
+    def answers() -> bool:
+        try:
+            committed(admin, "verbs-probe")
+            return True
+        except Errors.CoordinatorNotAvailableError:
+            return False
+    wait_until(answers, timeout=30, what="a group coordinator")
 
 
 def run_many(cases: list[list[str]]) -> list[Run]:
@@ -243,7 +257,7 @@ def test_consumer_config_group_and_offset_reset(bs: str, admin: KafkaAdminClient
 # ============================================================================================
 
 def test_topics_list_and_describe_take_a_regex(bs: str, admin: KafkaAdminClient) -> None:
-    committed(admin, unique("verbs-rx-g"))  # FindCoordinator: __consumer_offsets exists from here on
+    offsets_topic_ready(admin)
     prefix = unique("verbs-rx")
     names = [f"{prefix}.a", f"{prefix}.b", f"{prefix}-c"]
     for n in names:
@@ -310,6 +324,7 @@ def test_console_consumer_timeout_bounds_the_wait_for_a_missing_topic(
 
 def test_reset_offsets_by_duration_and_datetime(bs: str, admin: KafkaAdminClient) -> None:
     t, g = unique("verbs-time"), unique("verbs-time-g")
+    offsets_topic_ready(admin)
     assert run_tool(bs, "topics", "--create", "--topic", t).rc == 0
     now = int(time.time() * 1000)
     hour = 3_600_000
@@ -340,6 +355,7 @@ def test_reset_offsets_by_duration_and_datetime(bs: str, admin: KafkaAdminClient
 
 def test_reset_offsets_export_and_from_file(bs: str, admin: KafkaAdminClient, tmp_path: Path) -> None:
     t, g, h = unique("verbs-file"), unique("verbs-file-g"), unique("verbs-file-h")
+    offsets_topic_ready(admin)
     assert run_tool(bs, "topics", "--create", "--topic", t, "--partitions", "2").rc == 0
     produce(bs, t, [b"a", b"b", b"c", b"d"], partition=0)
     produce(bs, t, [b"e", b"f"], partition=1)
