@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 import time
 import uuid
@@ -19,10 +20,15 @@ def _bytecode_cache_for_child_processes() -> None:
     each of them compiled it from source again: a third of a broker's start-up (1.6 s -> 1.1 s,
     docs/benchmarks.md "Test fixture start-to-ready"). Children write and reuse bytecode in a
     cache directory outside the tree instead (PYTHONPYCACHEPREFIX), which keeps the tree as clean
-    as the variable meant it to stay."""
+    as the variable meant it to stay. The test session itself too (test modules are imported after
+    this conftest): pytest keeps assertion-rewritten modules only where bytecode may be written,
+    and rewriting all 400 of them again was most of each collection (~20 s per xdist worker and
+    per phase of scripts/test.sh)."""
     if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
-        os.environ.setdefault("PYTHONPYCACHEPREFIX",
-                              os.path.join(tempfile.gettempdir(), f"kafkalite-test-pycache-{os.getuid()}"))
+        prefix = os.environ.setdefault(
+            "PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), f"kafkalite-test-pycache-{os.getuid()}"))
+        sys.dont_write_bytecode = False
+        sys.pycache_prefix = prefix
 
 
 _bytecode_cache_for_child_processes()
