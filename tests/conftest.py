@@ -44,14 +44,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 # Work units of `--dist loadgroup` that are more than one file: each unit runs on one worker, so
-# an expensive session fixture is built once (one Spark JVM; one Kafka oracle JVM for the tests
-# comparing with Apache Kafka), the network-namespace tests do not meet (test_netfaults' sweep
-# test looks for the namespaces of a run it killed, which another worker's sweep would remove),
-# and the benchmark smoke runs, each loading both cores with brokers and JVMs, never overlap.
+# an expensive session fixture is built once (the Kafka oracle JVM of the tests comparing with
+# Apache Kafka, Spark's connector tests among them, and the Spark JVM), the network-namespace
+# tests do not meet (test_netfaults' sweep test looks for the namespaces of a run it killed,
+# which another worker's sweep would remove), and the benchmark smoke runs, each loading both
+# cores with brokers and JVMs, never overlap.
 _SHARED_UNITS: dict[str, tuple[str, ...]] = {
-    "spark": ("tests/spark/",),
-    "kafka-oracle": (
-        "tests/differential/", "tests/cluster/test_cluster_layout.py",
+    "jvm-fixtures": (
+        "tests/spark/", "tests/differential/", "tests/cluster/test_cluster_layout.py",
         "tests/integration/test_decompression_vs_kafka.py", "tests/integration/test_go_client.py",
         "tests/integration/test_inter_broker_vs_kafka.py",
         "tests/integration/test_replica_assignment_vs_kafka.py",
