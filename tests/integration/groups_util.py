@@ -541,8 +541,9 @@ class Member:
                 for p in e["removed"]:
                     if p in open_:
                         out.append(Ownership(p, open_.pop(p), e["t"]))
-        closing = [e["t"] for e in self.snapshot() if e["ev"] == "closing"]
-        end = self.killed_at if self.killed_at is not None else closing[0] if closing else self.closed_at
+        end = self.killed_at
+        if end is None and self.closed_at is not None:
+            end = next((e["t"] for e in self.snapshot() if e["ev"] == "closing"), self.closed_at)
         out.extend(Ownership(p, s, end) for p, s in open_.items())
         return out
 
