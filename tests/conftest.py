@@ -47,8 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # an expensive session fixture is built once (the Kafka oracle JVM of the tests comparing with
 # Apache Kafka, Spark's connector tests among them, and the Spark JVM), the network-namespace
 # tests do not meet (test_netfaults' sweep test looks for the namespaces of a run it killed,
-# which another worker's sweep would remove), and the benchmark smoke runs, each loading both
-# cores with brokers and JVMs, never overlap.
+# which another worker's sweep would remove).
 _SHARED_UNITS: dict[str, tuple[str, ...]] = {
     "jvm-fixtures": (
         "tests/spark/", "tests/differential/", "tests/cluster/test_cluster_layout.py",
@@ -57,7 +56,6 @@ _SHARED_UNITS: dict[str, tuple[str, ...]] = {
         "tests/integration/test_replica_assignment_vs_kafka.py",
         "tests/integration/test_zk_layout_vs_kafka.py"),
     "netfaults": ("tests/cluster/test_netfaults.py", "tests/cluster/test_replication_faults.py"),
-    "bench": ("tests/integration/test_bench_",),
 }
 
 
