@@ -19,4 +19,12 @@ if [ "$(id -u)" = 0 ] && ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go
     python3 scripts/install_go.py
 fi
 python3 -m pip install -q --disable-pip-version-check -e ".[test,spark]"
-exec python3 -m pytest -q "$@"
+# Two phases (the `--phase` option of tests/conftest.py), both given the caller's arguments, both
+# counted: the tests not marked `serial` on pytest-xdist workers (a test mostly waits on broker
+# processes, ZooKeeper and JVMs, so two workers overlap that), then the `serial` ones alone (they
+# bound a latency or load both cores). Exit 5 (nothing selected) of one phase is no failure when
+# the other ran tests, so `bash scripts/test.sh tests/unit/test_x.py -k foo` works as before.
+python3 -m pytest -q -n "${KAFKALITE_TEST_WORKERS:-2}" --dist loadgroup --phase parallel "$@" && parallel=0 || parallel=$?
+python3 -m pytest -q --phase serial "$@" -n 0 && serial=0 || serial=$?
+if [ "$parallel" = 5 ] && [ "$serial" = 5 ]; then exit 5; fi
+for rc in "$parallel" "$serial"; do [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit "$rc"; done

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -19,13 +20,80 @@ def _bytecode_cache_for_child_processes() -> None:
     each of them compiled it from source again: a third of a broker's start-up (1.6 s -> 1.1 s,
     docs/benchmarks.md "Test fixture start-to-ready"). Children write and reuse bytecode in a
     cache directory outside the tree instead (PYTHONPYCACHEPREFIX), which keeps the tree as clean
-    as the variable meant it to stay."""
+    as the variable meant it to stay. The test session itself too (test modules are imported after
+    this conftest): pytest keeps assertion-rewritten modules only where bytecode may be written,
+    and rewriting all 400 of them again was most of each collection (~20 s per xdist worker and
+    per phase of scripts/test.sh)."""
     if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
-        os.environ.setdefault("PYTHONPYCACHEPREFIX",
-                              os.path.join(tempfile.gettempdir(), f"kafkalite-test-pycache-{os.getuid()}"))
+        prefix = os.environ.setdefault(
+            "PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), f"kafkalite-test-pycache-{os.getuid()}"))
+        sys.dont_write_bytecode = False
+        sys.pycache_prefix = prefix
 
 
 _bytecode_cache_for_child_processes()
+
+
+# ---- two phases: parallel (pytest-xdist) and serial (scripts/test.sh) -------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--phase", choices=("all", "parallel", "serial"), default="all",
+        help="run only the tests not marked `serial` (parallel) or only those (serial); "
+             "scripts/test.sh runs the first on pytest-xdist workers, then the second alone")
+
+
+# Work units of `--dist loadgroup` that are more than one file: each unit runs on one worker, so
+# an expensive session fixture is built once (the Kafka oracle JVM of the tests comparing with
+# Apache Kafka, Spark's connector tests among them, and the Spark JVM), the network-namespace
+# tests do not meet (test_netfaults' sweep test looks for the namespaces of a run it killed,
+# which another worker's sweep would remove).
+_SHARED_UNITS: dict[str, tuple[str, ...]] = {
+    "jvm-fixtures": (
+        "tests/spark/", "tests/differential/", "tests/cluster/test_cluster_layout.py",
+        "tests/integration/test_decompression_vs_kafka.py", "tests/integration/test_go_client.py",
+        "tests/integration/test_inter_broker_vs_kafka.py",
+        "tests/integration/test_replica_assignment_vs_kafka.py",
+        "tests/integration/test_zk_layout_vs_kafka.py"),
+    "netfaults": ("tests/cluster/test_netfaults.py", "tests/cluster/test_replication_faults.py"),
+}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit a test is scheduled in: a shared unit above, else its file (so module fixtures
+    are built once)."""
+    path = nodeid.split("::", 1)[0]
+    for unit, prefixes in _SHARED_UNITS.items():
+        if path.startswith(prefixes):
+            return unit
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` by work_unit(), not by `xdist_group` marks: xdist reads those from node
+    ids it rewrites on the workers, which pytest 9.2's node ids no longer allow (every test became
+    a unit of its own); this scheduler needs only the ids as collected."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnitScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    phase = config.getoption("--phase")
+    if phase != "all":
+        wanted = phase == "serial"
+        keep = [i for i in items if (i.get_closest_marker("serial") is not None) == wanted]
+        if len(keep) < len(items):
+            kept = set(keep)
+            config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

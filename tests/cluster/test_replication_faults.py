@@ -509,6 +509,7 @@ def _chaos(make_cluster: Any, duration_s: float, rate: float, max_messages: int,
                 assert seq in seqs, f"partition {p}: acknowledged seq {seq} lost"
 
 
+@pytest.mark.serial   # three brokers under a fault schedule with timing windows: alone, not beside a worker
 def test_chaos_short(make_cluster: Any) -> None:
     # three rounds (two leaders, then the controller), whatever the machine's speed
     _chaos(make_cluster, duration_s=0, rate=300, max_messages=20000)

@@ -12,7 +12,8 @@ and reports the commit. Events on stdout, one JSON object per line, each with `t
 time.monotonic() (CLOCK_MONOTONIC is system wide, so times compare across processes):
   started, assigned {added, assignment}, revoked {removed, assignment}, lost {removed, assignment},
   records {recs}, committed {offsets}, commit_failed {offsets, error}, client_error {error},
-  nocommit (acknowledges the command), closed, fatal {error}.
+  nocommit (acknowledges the command), closing (stopped polling, about to close), closed,
+  fatal {error}.
 Commands on stdin, one per line: `nocommit` (keep consuming, stop committing) and `close`
 (clean close: LeaveGroup, except for static members). End of stdin also closes.
 """
@@ -176,6 +177,7 @@ def _run_kafka_python(a: argparse.Namespace, out: _Reporter, cmds: _Commands) ->
             out.emit("committed", offsets=offsets)
         except Exception as e:  # noqa: BLE001 - reported; the test decides what it means
             out.emit("commit_failed", offsets=offsets, error=repr(e))
+    out.emit("closing")
     consumer.close(autocommit=False)
     out.emit("closed")
 
@@ -258,6 +260,7 @@ def _run_confluent(a: argparse.Namespace, out: _Reporter, cmds: _Commands) -> No
         except KafkaException as e:
             out.emit("commit_failed", offsets=offsets, error=str(e))
             pending, retry_at = offsets, time.monotonic() + 0.5
+    out.emit("closing")
     consumer.close()
     out.emit("closed")
 
@@ -319,6 +322,7 @@ def _run_aiokafka(a: argparse.Namespace, out: _Reporter, cmds: _Commands) -> Non
                 except Exception as e:  # noqa: BLE001 - reported; the test decides what it means
                     out.emit("commit_failed", offsets=offsets, error=repr(e))
         finally:
+            out.emit("closing")
             await consumer.stop()
         out.emit("closed")
 
@@ -525,7 +529,8 @@ class Member:
 
     def ownership(self) -> list[Ownership]:
         """Intervals during which the member owned each partition, from its own reports; a killed
-        or closed member's ownership ends when it died (or when `close()` saw it exit)."""
+        member's ownership ends when it died, a closed one's when it stopped polling to close (its
+        LeaveGroup comes after; the test seeing it exit can come much later on a busy machine)."""
         open_: dict[int, float] = {}
         out: list[Ownership] = []
         for e in self.snapshot():
@@ -536,7 +541,9 @@ class Member:
                 for p in e["removed"]:
                     if p in open_:
                         out.append(Ownership(p, open_.pop(p), e["t"]))
-        end = self.killed_at if self.killed_at is not None else self.closed_at
+        end = self.killed_at
+        if end is None and self.closed_at is not None:
+            end = next((e["t"] for e in self.snapshot() if e["ev"] == "closing"), self.closed_at)
         out.extend(Ownership(p, s, end) for p, s in open_.items())
         return out
 

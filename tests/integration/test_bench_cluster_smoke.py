@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.java, pytest.mark.cluster]
+# serial (scripts/test.sh): three brokers per measurement, like the other benchmark smoke test
+pytestmark = [pytest.mark.java, pytest.mark.cluster, pytest.mark.serial]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

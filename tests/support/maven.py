@@ -4,7 +4,8 @@
 the artifacts, runs `mvn dependency:copy-dependencies` (runtime scope, transitive) into
 `<cache>/maven/<name>/`, and returns the jars. A stamp file records the exact artifact list, so a
 second call (or a second test session) reuses the directory without running Maven; a changed
-list resolves again. An exclusive lock serialises concurrent resolutions of the same name.
+list resolves again. An exclusive lock serialises concurrent resolutions of the same name, and
+another one all runs of Maven (pytest-xdist workers share its local repository).
 
 The cache is `$KAFKALITE_TEST_CACHE` or `~/.cache/kafkalite-tests`: outside the repository, so no
 jar ever lands in git.
@@ -73,10 +74,14 @@ def resolve(name: str, artifacts: Sequence[str], timeout: float = 900.0) -> list
             pom.write_text(_pom(artifacts))
             command = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                        f"-DoutputDirectory={partial}", "-DincludeScope=runtime"]
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired as exc:
-                raise MavenError(f"mvn timed out after {timeout:.0f} s resolving {artifacts}") from exc
+            # one mvn at a time over all names: Maven 3.8 does not lock its local repository
+            # (~/.m2), and two test workers resolving two names would download into it at once
+            with open(target.parent / ".mvn.lock", "w") as mvn_lock:
+                fcntl.flock(mvn_lock, fcntl.LOCK_EX)
+                try:
+                    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+                except subprocess.TimeoutExpired as exc:
+                    raise MavenError(f"mvn timed out after {timeout:.0f} s resolving {artifacts}") from exc
             if done.returncode != 0:
                 raise MavenError(f"mvn failed ({done.returncode}) resolving {artifacts}:\n"
                                  f"{done.stdout[-4000:]}{done.stderr[-4000:]}")
