@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh machine (Debian + Python), then run it.
+# Python packages go into a virtualenv, never into whatever `python3` comes first: the active one
+# (VIRTUAL_ENV, or a venv's python3 first on PATH), else `.venv` in the checkout, made on the
+# first run and reused by the next.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian: kcat (a test client), a JDK (the Java clients, Spark, Apache Kafka 3.9 as the
@@ -7,16 +10,29 @@ cd "$(dirname "$0")/.."
 # (resolves Kafka, Spark's Kafka connector and kafka-clients from Maven Central into a cache
 # outside the repository, once), iproute2 and iptables (network partitions between brokers in
 # network namespaces, tests/support/netfaults.py: `ip netns`, veth pairs, DROP rules).
+# python3-venv: Debian's python3 makes a virtualenv (ensurepip) only with it.
 if [ "$(id -u)" = 0 ] && ! { command -v kcat && command -v javac && command -v mvn && command -v iptables \
-        && command -v ip && [ -f /usr/share/java/zookeeper.jar ]; } >/dev/null 2>&1; then
+        && command -v ip && [ -f /usr/share/java/zookeeper.jar ] && python3 -c 'import ensurepip'; } >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat default-jdk-headless zookeeper \
-        maven iproute2 iptables >/dev/null
+        maven iproute2 iptables python3-venv >/dev/null
 fi
 # Go (the franz-go client tests, tests/go): Debian's golang is too old for go.mod, so the toolchain
 # comes from the Go module proxy into /usr/local/go, where tests/support/gocheck.py finds it.
 if [ "$(id -u)" = 0 ] && ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
     python3 scripts/install_go.py
 fi
-python3 -m pip install -q --disable-pip-version-check -e ".[test,spark]"
-exec python3 -m pytest -q "$@"
+# The virtualenv: sys.prefix differs from sys.base_prefix inside one, activated or merely first on PATH.
+if [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
+    PYTHON="$VIRTUAL_ENV/bin/python"
+elif python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
+    PYTHON="$(python3 -c 'import sys; print(sys.executable)')"
+else
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    PYTHON="$PWD/.venv/bin/python"
+fi
+# its bin first on PATH, as `activate` does, for the console scripts (`kafkalite`) and tools it installs
+export VIRTUAL_ENV="$("$PYTHON" -c 'import sys; print(sys.prefix)')"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
+"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[test,spark]"
+exec "$PYTHON" -m pytest -q "$@"
