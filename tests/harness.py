@@ -50,9 +50,13 @@ class BrokerProcess:
             args += ["--override", f"{k}={v}"]
         return args
 
+    def environment(self) -> Optional[dict[str, str]]:
+        """The broker's environment: this process's (None) unless a subclass says otherwise."""
+        return None
+
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1, start_new_session=True)
+                                     text=True, bufsize=1, start_new_session=True, env=self.environment())
         ready = threading.Event()
 
         def read_stdout(p: subprocess.Popen[str]) -> None:

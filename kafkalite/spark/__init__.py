@@ -1,6 +1,7 @@
 """PySpark Python Data Source for kafkalite (and any Kafka broker): format `kafkalite`.
 
-Needs the `spark` extra (`pip install 'kafkalite[spark]'`: PySpark 4.2+ and pyarrow)::
+Needs the `spark` extra (`pip install '.[spark]'` in a checkout, or the wheel with `[spark]`:
+PySpark 4.2+ and pyarrow)::
 
     from kafkalite.spark import register
     register(spark)

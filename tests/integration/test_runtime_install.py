@@ -1,22 +1,35 @@
-"""kafkalite from a plain, non-editable install: every codec works with runtime dependencies only.
+"""kafkalite as a user gets it: built with ``python -m build``, the wheel installed into a fresh
+virtualenv with its runtime dependencies only.
 
-The module builds a fresh virtualenv once, installs the repository into it with ``pip install``
-(not editable, no extras: no pytest, no test clients), and runs the broker with that venv's
-Python (``-I``: neither this checkout nor PYTHONPATH is importable). This process — with its own
-kafka-python — is the client. For gzip, snappy, lz4 and zstd: compaction of a compacted topic
-keeps the last value per key (the cleaner decodes and re-encodes batches), topic-level
-``compression.type`` recompresses batches of another codec, timestamp bounds and LogAppendTime
-apply to compressed batches, and a batch that does not decompress is UNKNOWN_SERVER_ERROR with an
-ERROR log naming the partition and codec. The pip cache lives outside the repository
-(``$KAFKALITE_TEST_CACHE``, as the Maven cache), so the second build is fast.
+The module builds the sdist and, from it, the wheel once (``python -m build`` on a copy of what
+the sdist holds), installs the wheel into a new virtualenv (no extras: no pytest, no test
+clients) and runs it from there: ``kafkalite serve`` and the console tools as console scripts,
+the pytest plugin under that venv's own pytest, and the broker the codec tests use with that
+venv's Python (``-I``: neither this checkout nor PYTHONPATH is importable). This process — with
+its own kafka-python — is the client of that broker. For gzip, snappy, lz4 and zstd: compaction
+of a compacted topic keeps the last value per key (the cleaner decodes and re-encodes batches),
+topic-level ``compression.type`` recompresses batches of another codec, timestamp bounds and
+LogAppendTime apply to compressed batches, and a batch that does not decompress is
+UNKNOWN_SERVER_ERROR with an ERROR log naming the partition and codec. The pip cache lives
+outside the repository (``$KAFKALITE_TEST_CACHE``, as the Maven cache), so the second build is
+fast. Spark itself is not run from the venv (installing PySpark there costs ~500 MB a run): the
+wheel's `spark` extra is checked in its metadata, and ``kafkalite.spark`` is imported from the
+installed wheel with this environment's PySpark and pyarrow on the path.
 """
 from __future__ import annotations
 
+import email.parser
+import json
+import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
+import tarfile
 import time
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -25,7 +38,7 @@ from crc32c import crc32c
 from kafka import KafkaProducer
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 
-from tests.harness import BrokerProcess
+from tests.harness import READY_RE, BrokerProcess
 from tests.integration.groups_util import find_coordinator
 from tests.integration.util import (CODECS, ParsedBatch, RawClient, Rec, build_batch, create_topic,
                                     parse_records, wait_until)
@@ -38,19 +51,28 @@ UNKNOWN_SERVER_ERROR = -1
 HOUR_MS = 3_600_000
 TIMESTAMP_TYPE_BIT = 0x08           # batch attributes: LogAppendTime
 BATCH_HEADER = 61
+# what a test process may not pass on to the venv's programs: they import the installed kafkalite only
+CHECKOUT_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV")
 
 
-# -- the venv --------------------------------------------------------------------------------
+# -- the distributions and the venv ----------------------------------------------------------
 
-def _run(cmd: list[str], cwd: Path, timeout: float = 300) -> str:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in CHECKOUT_VARS}
+    return {**env, "PIP_CACHE_DIR": str(cache_root() / "pip"), "PIP_DISABLE_PIP_VERSION_CHECK": "1", **extra}
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 300, env: dict[str, str] | None = None,
+         input: str | None = None) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env if env is not None else _clean_env(), input=input)
     assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
 
 
 def _copy_source(dest: Path) -> Path:
-    """What a source distribution holds (pyproject, README, the package), so the build neither
-    writes into the checkout nor races other builds there."""
+    """The files the build reads (pyproject, README, the package), so the build neither writes
+    into the checkout (build/, *.egg-info) nor races other builds there."""
     dest.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, dest / name)
@@ -59,16 +81,60 @@ def _copy_source(dest: Path) -> Path:
     return dest
 
 
+def package_files() -> list[str]:
+    """Every file of the package in this checkout, Python or data, relative to the repository."""
+    source = REPO / "kafkalite"
+    return sorted(str(p.relative_to(REPO)) for p in source.rglob("*")
+                  if p.is_file() and p.suffix != ".pyc" and "__pycache__" not in p.parts)
+
+
+@dataclass(frozen=True)
+class Distributions:
+    sdist: Path
+    wheel: Path
+
+
 @pytest.fixture(scope="module")
-def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("runtime-install")
+def distributions(tmp_path_factory: pytest.TempPathFactory) -> Distributions:
+    """`python -m build`: the sdist, then the wheel built from that sdist (build's default)."""
+    base = tmp_path_factory.mktemp("dist-build")
     src = _copy_source(base / "kafkalite-src")
-    venv = base / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=base)
-    python = venv / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-          "--cache-dir", str(cache_root() / "pip"), str(src)], cwd=base)
-    return python
+    out = base / "dist"
+    _run([sys.executable, "-m", "build", "--outdir", str(out), str(src)], cwd=base)
+    (sdist,) = out.glob("kafkalite-*.tar.gz")
+    (wheel,) = out.glob("kafkalite-*-py3-none-any.whl")
+    return Distributions(sdist, wheel)
+
+
+@dataclass(frozen=True)
+class Venv:
+    python: Path
+    runtime_packages: frozenset[str]    # what `pip install <wheel>` put there (before any test adds pytest)
+
+    @property
+    def kafkalite(self) -> str:
+        """The wheel's console script."""
+        return str(self.python.parent / "kafkalite")
+
+
+@pytest.fixture(scope="module")
+def venv(distributions: Distributions, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    base = tmp_path_factory.mktemp("runtime-install")
+    # without pip of its own (ensurepip alone takes ~10 s): this environment's pip installs into it
+    _run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], cwd=base)
+    python = base / "venv" / "bin" / "python"
+    _pip(python, "install", "--no-input", str(distributions.wheel))
+    listed = json.loads(_pip(python, "list", "--format", "json"))
+    return Venv(python, frozenset(d["name"].lower().replace("_", "-") for d in listed))
+
+
+def _pip(python: Path, *args: str) -> str:
+    return _run([sys.executable, "-m", "pip", "--python", str(python), *args], cwd=python.parent)
+
+
+@pytest.fixture(scope="module")
+def venv_python(venv: Venv) -> Path:
+    return venv.python
 
 
 @pytest.fixture(scope="module")
@@ -85,47 +151,178 @@ def broker(venv_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 class VenvBroker(BrokerProcess):
-    """The harness's broker process, run by the venv's Python in isolated mode."""
+    """The harness's broker process, started as a user of the wheel starts one: the venv's
+    `kafkalite` console script, `serve --config FILE` (the harness's settings written as a
+    properties file), in an environment without this checkout on the path."""
 
     def __init__(self, python: Path, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.python = python
+        self.script = python.parent / "kafkalite"
+        self.config_file = self.log_dir.parent / "server.properties"
 
     def command(self) -> list[str]:
         args = super().command()
-        assert args[1:3] == ["-m", "kafkalite"]
-        return [str(self.python), "-I"] + args[1:]
+        assert args[1:4] == ["-m", "kafkalite", "serve"] and set(args[4::2]) == {"--override"}
+        self.config_file.write_text("".join(f"{setting}\n" for setting in args[5::2]))
+        return [str(self.script), "serve", "--config", str(self.config_file)]
+
+    def environment(self) -> dict[str, str]:
+        return _clean_env()
 
 
-def test_installed_without_test_extras(venv_python: Path, tmp_path: Path) -> None:
+def test_distributions_hold_every_package_file(distributions: Distributions) -> None:
+    """The sdist and the wheel built from it hold every file of the package in this checkout:
+    each module and each data file the code opens (the protocol and coordinator JSON schemas,
+    the packaged server.properties; the pytest plugin and kafkalite.spark are modules). A data
+    file missing from [tool.setuptools.package-data] fails here, not at a user's start-up."""
+    expected = package_files()
+    assert {"kafkalite/config/server.properties",
+            "kafkalite/coordinator/group/schemas/OffsetCommitKey.json",
+            "kafkalite/coordinator/transaction/schemas/TransactionLogKey.json",
+            "kafkalite/protocol/schemas/LeaderAndIsrRequest.json",
+            "kafkalite/pytest_plugin.py", "kafkalite/spark/datasource.py"} <= set(expected)
+    with zipfile.ZipFile(distributions.wheel) as whl:
+        in_wheel = sorted(n for n in whl.namelist() if n.startswith("kafkalite/"))
+    with tarfile.open(distributions.sdist) as sdist:
+        names = [m.name.split("/", 1) for m in sdist.getmembers() if m.isfile()]
+    assert {top for top, _ in names} == {distributions.sdist.name.removesuffix(".tar.gz")}
+    in_sdist = sorted(path for _, path in names if path.startswith("kafkalite/"))
+    assert in_wheel == expected
+    assert in_sdist == expected
+
+
+def test_wheel_metadata(distributions: Distributions) -> None:
+    """The wheel declares pyproject's runtime dependencies, the `spark` extra (PySpark and
+    pyarrow, for kafkalite.spark) and `test`, the `kafkalite` console script and the pytest plugin."""
+    import tomllib
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    with zipfile.ZipFile(distributions.wheel) as whl:
+        (info,) = {n.split("/")[0] for n in whl.namelist() if n.endswith(".dist-info/METADATA")}
+        metadata = email.parser.Parser().parsestr(whl.read(f"{info}/METADATA").decode())
+        entry_points = whl.read(f"{info}/entry_points.txt").decode()
+    requires = metadata.get_all("Requires-Dist")
+    assert [r for r in requires if "; extra ==" not in r] == project["dependencies"]
+    assert metadata.get_all("Provides-Extra") == ["test", "spark"]
+    assert [r for r in requires if r.endswith('; extra == "spark"')] == \
+        ['pyspark==4.2.0; extra == "spark"', 'pyarrow>=15; extra == "spark"']
+    assert entry_points.split() == ["[console_scripts]", "kafkalite", "=", "kafkalite.cli:main",
+                                    "[pytest11]", "kafkalite", "=", "kafkalite.pytest_plugin"]
+
+
+def test_installed_without_test_extras(venv: Venv, tmp_path: Path) -> None:
     """The venv holds the runtime dependencies only, kafkalite comes from its site-packages
     (package data included), and every codec library kafka-python's codec module wants is there."""
-    out = _run([str(venv_python), "-I", "-c", (
-        "import importlib.util as u, kafkalite, kafka.codec as c\n"
+    assert venv.runtime_packages.isdisjoint({"pytest", "confluent-kafka", "aiokafka", "hypothesis",
+                                             "pyspark", "pyarrow", "build"})
+    assert {"kafkalite", "kafka-python", "uvloop", "kazoo"} <= venv.runtime_packages
+    out = _run([str(venv.python), "-I", "-c", (
+        "import kafkalite, kafka.codec as c\n"
         "from importlib import resources\n"
         "print(kafkalite.__file__)\n"
-        "print(sorted(m for m in ('pytest', 'confluent_kafka', 'aiokafka', 'hypothesis') if u.find_spec(m)))\n"
         "print(c.has_gzip(), c.has_snappy(), c.has_lz4(), c.has_zstd())\n"
         "print(sorted(p.name for p in resources.files('kafkalite.coordinator.transaction.schemas').iterdir()"
         " if p.name.endswith('.json')))\n")], cwd=tmp_path)
-    location, extras, codecs, schemas = out.splitlines()
-    assert location.startswith(str(venv_python.parent.parent)) and "site-packages" in location, location
-    assert extras == "[]"
+    location, codecs, schemas = out.splitlines()
+    assert location.startswith(str(venv.python.parent.parent)) and "site-packages" in location, location
     assert codecs == "True True True True"
     assert schemas == "['TransactionLogKey.json', 'TransactionLogValue.json']"
 
 
 def test_every_data_file_is_installed(venv_python: Path, tmp_path: Path) -> None:
     """Every non-Python file of the package in this checkout (schemas, server.properties) is in
-    the installed package: a data file missing from [tool.setuptools.package-data] fails here,
-    not at a user's start-up."""
+    the installed package."""
     code = "import kafkalite, os; print(os.path.dirname(kafkalite.__file__))"
-    installed = Path(_run([str(venv_python), "-I", "-c", code], cwd=tmp_path).strip())
-    source = REPO / "kafkalite"
-    data_files = sorted(str(p.relative_to(source)) for p in source.rglob("*")
-                        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts)
-    assert "coordinator/transaction/schemas/TransactionLogKey.json" in data_files
+    installed = Path(_run([str(venv_python), "-I", "-c", code], cwd=tmp_path).strip()).parent
+    data_files = [f for f in package_files() if not f.endswith(".py")]
+    assert "kafkalite/coordinator/transaction/schemas/TransactionLogKey.json" in data_files
     assert [f for f in data_files if not (installed / f).is_file()] == []
+
+
+def test_console_scripts_serve_produce_and_consume(venv: Venv, broker: VenvBroker, tmp_path: Path) -> None:
+    """`kafkalite serve --config` from the wheel (the module's broker) and the wheel's console
+    tools: a topic created, three keyed records produced from stdin and consumed back exactly."""
+    env = _clean_env()
+    usage = _run([venv.kafkalite, "--help"], cwd=tmp_path, env=env)
+    assert usage.startswith("usage: kafkalite ") and "    serve " in usage
+    assert broker.stdout_lines and READY_RE.search(broker.stdout_lines[-1])
+    bootstrap = ["--bootstrap-server", broker.bootstrap_servers]
+    created = _run([venv.kafkalite, "topics", *bootstrap, "--create", "--topic", "rt-tools",
+                    "--partitions", "1"], cwd=tmp_path, env=env)
+    assert created == "Created topic rt-tools.\n"
+    produced = _run([venv.kafkalite, "console-producer", *bootstrap, "--topic", "rt-tools",
+                     "--property", "parse.key=true", "--property", "key.separator=:"],
+                    cwd=tmp_path, env=env, input="k1:first\nk2:second\nk1:third\n")
+    assert produced == ""
+    consumed = subprocess.run(
+        [venv.kafkalite, "console-consumer", *bootstrap, "--topic", "rt-tools", "--from-beginning",
+         "--max-messages", "3", "--timeout-ms", "20000", "--property", "print.key=true",
+         "--property", "print.offset=true"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert (consumed.returncode, consumed.stdout) == \
+        (0, "Offset:0\tk1\tfirst\nOffset:1\tk2\tsecond\nOffset:2\tk1\tthird\n")
+    assert consumed.stderr.splitlines()[-1] == "Processed a total of 3 messages"
+
+
+PLUGIN_USER_TEST = """
+import sys
+
+import kafkalite
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+
+def test_round_trip(kafkalite_broker):
+    assert kafkalite.__file__.startswith(sys.prefix), kafkalite.__file__   # the wheel's
+    topic = kafkalite_broker.create_topic("orders")
+    producer = KafkaProducer(bootstrap_servers=kafkalite_broker.bootstrap_servers)
+    for i in range(3):
+        producer.send(topic, key=b"k%d" % i, value=b"order-%d" % i).get(timeout=10)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=kafkalite_broker.bootstrap_servers,
+                             consumer_timeout_ms=20000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got = []
+    for message in consumer:
+        got.append((message.offset, message.key, message.value))
+        if len(got) == 3:
+            break
+    consumer.close()
+    assert got == [(0, b"k0", b"order-0"), (1, b"k1", b"order-1"), (2, b"k2", b"order-2")]
+
+
+def test_bootstrap(kafkalite_bootstrap, kafkalite_broker):
+    assert kafkalite_bootstrap == kafkalite_broker.bootstrap_servers
+"""
+
+
+def test_pytest_plugin_from_the_wheel(venv: Venv, tmp_path: Path) -> None:
+    """A user's test suite, run by the venv's own pytest (installed after the wheel), gets the
+    `kafkalite_broker` fixture from the wheel's pytest11 entry point."""
+    _pip(venv.python, "install", "--no-input", "pytest>=8")
+    (tmp_path / "test_user.py").write_text(PLUGIN_USER_TEST)
+    out = _run([str(venv.python), "-I", "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_user.py"],
+               cwd=tmp_path, timeout=120)
+    # (kafka-python's schema loading warns of importlib.resources' deprecated open_text)
+    assert re.fullmatch(r"2 passed(, \d+ warnings)? in [\d.]+s", out.splitlines()[-1]), out
+
+
+def test_spark_source_imports_from_the_wheel(venv: Venv, tmp_path: Path) -> None:
+    """kafkalite.spark, installed from the wheel, loads with the `spark` extra's PySpark (this
+    environment's, which scripts/test.sh installs with that extra) on the path."""
+    import py4j
+    import pyspark
+    extra = tmp_path / "spark-extra"
+    extra.mkdir()
+    for module in (pyspark, py4j):
+        (extra / module.__name__).symlink_to(Path(module.__file__).parent)
+    env = _clean_env(PYTHONPATH=str(extra))
+    out = _run([str(venv.python), "-s", "-c", (
+        "import kafkalite.spark as s, pyspark\n"
+        "print(s.__file__)\n"
+        "print(pyspark.__version__, s.FORMAT_NAME, s.KafkaLiteDataSource.name())\n")], cwd=tmp_path, env=env)
+    location, versions = out.splitlines()
+    assert location.startswith(str(venv.python.parent.parent)) and "site-packages" in location, location
+    assert versions == "4.2.0 kafkalite kafkalite"
 
 
 def test_broker_serves_transactions_and_groups(broker: VenvBroker) -> None:
