@@ -221,6 +221,26 @@ def test_produce_to_an_internal_topic_only_as_the_admin_client_id(b: BrokerProce
     assert committed_offset(b.bootstrap_servers) == 1
 
 
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_deleting_an_internal_topic_deletes_it_as_kafka_does(b: BrokerProcess, client: str) -> None:
+    pid, epoch = setup_state(b)
+    with admin_client(client, b.bootstrap_servers) as admin:
+        for name in INTERNAL:
+            assert admin.delete_topic(name)[0] == NONE
+    with RawClient(b.bootstrap_servers) as c:
+        wait_until(lambda: all(t.error_code != NONE for t in c.metadata(list(INTERNAL)).topics),
+                   what="internal topics deleted")
+    # the offsets and the transactional id went with the topics; naming the coordinators creates
+    # the topics afresh and the coordinators work on as before
+    assert committed_offset(b.bootstrap_servers) == -1001
+    new_pid, new_epoch = txn_producer(b.bootstrap_servers)
+    assert (new_pid, new_epoch) != (pid, epoch + 1) and new_epoch == 0
+    commit_offset(b.bootstrap_servers, 9)
+    b.restart()
+    assert committed_offset(b.bootstrap_servers) == 9
+    assert txn_producer(b.bootstrap_servers) == (new_pid, 1)
+
+
 def test_console_producer_to_an_internal_topic_is_one_line(b: BrokerProcess) -> None:
     with RawClient(b.bootstrap_servers) as c:
         wait_until(lambda: coordinator_found(c, GROUP, 0), what="offsets topic")
