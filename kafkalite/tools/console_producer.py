@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from kafkalite.cluster.topic_validation import is_internal
+from kafkalite.cluster.topic_validation import is_internal, topic_name_error
 from kafkalite.tools import common
 from kafkalite.tools.common import ToolError
 
@@ -161,6 +161,10 @@ def _run(args: argparse.Namespace) -> int:
     overrides = common.convert_client_properties(
         common.parse_key_values(args.producer_property, "--producer-property", p),
         KafkaProducer.DEFAULT_CONFIG, "producer", p)
+    invalid = topic_name_error(args.topic)
+    if invalid is not None:
+        # kafka-python refuses such a name itself (a ValueError); say it as Kafka's InvalidTopicException does
+        raise ToolError(f"cannot produce to topic '{args.topic}': {invalid}")
     configs = dict(common.client_configs(args), acks=_ACKS[args.request_required_acks],
                    max_block_ms=args.max_block_ms)
     if args.compression_codec and args.compression_codec != "none":

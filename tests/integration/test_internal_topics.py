@@ -249,3 +249,15 @@ def test_console_producer_to_an_internal_topic_is_one_line(b: BrokerProcess) -> 
     assert (r.returncode, r.stdout, r.stderr.decode()) == (1, b"", (
         f"kafkalite console-producer: cannot produce to topic '{OFFSETS}': cannot append to internal "
         f"topic {OFFSETS} (INVALID_TOPIC)\n"))
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("bad name", "'bad name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
+    ("..", "'..' is not allowed"),
+])
+def test_console_producer_to_an_invalid_topic_name_is_one_line(name: str, reason: str) -> None:
+    # refused before any connection (nothing listens on port 1), with Kafka's InvalidTopicException message
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "console-producer", "--bootstrap-server", "127.0.0.1:1",
+                        "--topic", name], input=b"hello\n", capture_output=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr.decode()) == (1, b"", (
+        f"kafkalite console-producer: cannot produce to topic '{name}': Topic name is invalid: {reason}\n"))
