@@ -10,6 +10,9 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
+# The client id whose Produce requests may append to internal topics (Kafka's AdminUtils.ADMIN_CLIENT_ID,
+# which KafkaApis.handleProduceRequest passes on as internalTopicsAllowed); everyone else is refused.
+ADMIN_CLIENT_ID = "__admin_client"
 
 
 def _java_length(s: str) -> int:
@@ -34,6 +37,11 @@ def topic_name_error(name: str | None) -> str | None:
 
 def is_internal(name: str) -> bool:
     return name in INTERNAL_TOPICS
+
+
+def append_refused(name: str, client_id: str | None) -> bool:
+    """Whether a client's Produce to this topic is refused as an append to an internal topic."""
+    return is_internal(name) and client_id != ADMIN_CLIENT_ID
 
 
 def has_collision_chars(name: str) -> bool:

@@ -15,6 +15,8 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
+from kafkalite.cluster.topic_validation import topic_name_error
+
 if TYPE_CHECKING:  # pragma: no cover
     from kafka import KafkaAdminClient
 
@@ -124,28 +126,11 @@ def parse_key_values(items: Iterable[str], what: str, parser: argparse.ArgumentP
     return out
 
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
-_MAX_TOPIC_NAME_LENGTH = 249
-
-
-def invalid_topic_reason(name: str) -> Optional[str]:
-    """Why Kafka refuses `name` as a topic name (its Topic.validate), or None when it is legal."""
-    if name == "":
-        return "the empty string is not allowed"
-    if name in (".", ".."):
-        return f"'{name}' is not allowed"
-    if len(name) > _MAX_TOPIC_NAME_LENGTH:
-        return f"the length of '{name}' is longer than the max allowed length {_MAX_TOPIC_NAME_LENGTH}"
-    if not re.fullmatch(r"[a-zA-Z0-9._-]+", name):
-        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
-
-
 def check_topic_name(name: str) -> None:
     """A topic name Kafka would refuse is a one-line error (in Kafka's words), before any request."""
-    reason = invalid_topic_reason(name)
-    if reason is not None:
-        raise ToolError(f"topic name is invalid: {reason}")
+    message = topic_name_error(name)
+    if message is not None:
+        raise ToolError(sentence(message))
 
 
 def bootstrap_list(args: argparse.Namespace) -> list[str]:
@@ -156,7 +141,7 @@ def bootstrap_list(args: argparse.Namespace) -> list[str]:
 # Errors
 # --------------------------------------------------------------------------------------------
 
-def _sentence(text: str) -> str:
+def sentence(text: str) -> str:
     """A broker or library message as the tail of our one line: no trailing period, lower-case
     first letter unless it starts an acronym or a name (`Topic 'x' already exists.` ->
     `topic 'x' already exists`)."""
@@ -175,8 +160,8 @@ def error_text(code_or_class: Any, broker_message: Optional[str] = None) -> str:
 
     cls = Errors.for_code(code_or_class) if isinstance(code_or_class, int) else code_or_class
     if broker_message:
-        return _sentence(broker_message)
-    return f"{_sentence(getattr(cls, 'description', '') or cls.__name__)} ({getattr(cls, 'message', cls.__name__)})"
+        return sentence(broker_message)
+    return f"{sentence(getattr(cls, 'description', '') or cls.__name__)} ({getattr(cls, 'message', cls.__name__)})"
 
 
 _KP_PREFIX = re.compile(r"^\[Error -?\d+\] \w+: ")
@@ -196,11 +181,11 @@ def exception_text(exc: BaseException) -> str:
         # kafka-python puts whole request/response dumps in some messages: name the error instead.
         if not detail or detail == type(exc).message or "Request '" in detail or "Response" in detail:
             return error_text(type(exc))
-        return _sentence(detail)
+        return sentence(detail)
     if isinstance(exc, Errors.KafkaError):
         detail = text.split(": ", 1)[1] if text.startswith(type(exc).__name__ + ": ") else text
-        return _sentence(detail or type(exc).__name__)
-    return _sentence(text or type(exc).__name__)
+        return sentence(detail or type(exc).__name__)
+    return sentence(text or type(exc).__name__)
 
 
 def error_string_text(result: str) -> str:
@@ -209,7 +194,7 @@ def error_string_text(result: str) -> str:
 
     m = re.match(r"^\[Error (-?\d+)\] \w+: ?(.*)$", result, re.S)
     if not m:
-        return _sentence(result)
+        return sentence(result)
     detail = m.group(2).strip()
     return error_text(Errors.for_code(int(m.group(1))), None if detail in ("", "None") else detail)
 

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from kafkalite.cluster.topic_validation import INTERNAL_TOPICS
 from kafkalite.tools import common
 from kafkalite.tools.common import ToolError
 
@@ -239,7 +240,7 @@ def _matching_partitions(consumer: Any, args: argparse.Namespace) -> dict[str, s
         return {args.topic: partitions} if partitions else {}
     exclude_internal = consumer.config["exclude_internal_topics"]
     names = [t for t in consumer.topics() if args.include_pattern.match(t)
-             and not (exclude_internal and t in common.INTERNAL_TOPICS)]
+             and not (exclude_internal and t in INTERNAL_TOPICS)]
     return {t: ps for t in names if (ps := consumer.partitions_for_topic(t))}
 
 

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
+from kafkalite.cluster.topic_validation import is_internal
 from kafkalite.tools import common
 from kafkalite.tools.common import ToolError
 
@@ -214,6 +215,14 @@ def _send(producer: Any, args: argparse.Namespace, key: Optional[bytes], value: 
 
     try:
         return producer.send(args.topic, key=key, value=value, headers=headers or None)
+    except ValueError:
+        if not is_internal(args.topic):
+            raise
+        # kafka-python leaves internal topics out of the topics it partitions for, so the record
+        # never reaches the broker, which would refuse it (Kafka's ReplicaManager: "Cannot append
+        # to internal topic", INVALID_TOPIC_EXCEPTION): say that rather than the library's ValueError
+        raise ToolError(f"cannot produce to topic '{args.topic}': cannot append to internal topic "
+                        f"{args.topic} ({Errors.InvalidTopicError.message})") from None
     except Errors.KafkaTimeoutError:
         raise ToolError(f"topic '{args.topic}' not present in metadata after {args.max_block_ms} ms") from None
     except Errors.KafkaError as e:

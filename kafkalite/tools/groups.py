@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Any, Optional
 
+from kafkalite.cluster.topic_validation import topic_name_error
 from kafkalite.tools import common
 from kafkalite.tools.common import MISSING, ToolError
 
@@ -156,9 +157,9 @@ def parse_reset_plan(text: str, groups: list[str]) -> ResetPlan:
         group, topic, partition, offset = fields
         if not re.fullmatch(r"\d+", partition) or not re.fullmatch(r"\d+", offset) or not topic or not group:
             raise ValueError(f"line {number}: expected a topic, a partition and an offset >= 0, got {line!r}")
-        reason = common.invalid_topic_reason(topic)
-        if reason is not None:
-            raise ValueError(f"line {number}: topic name is invalid: {reason}")
+        invalid = topic_name_error(topic)
+        if invalid is not None:
+            raise ValueError(f"line {number}: {common.sentence(invalid)}")
         plan.setdefault(group, {})[(topic, int(partition))] = int(offset)
     return plan
 

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalite.cluster.topic_validation import (GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS, MAX_NAME_LENGTH,
-                                               TRANSACTION_STATE_TOPIC_NAME, has_collision,
+from kafkalite.cluster.topic_validation import (ADMIN_CLIENT_ID, GROUP_METADATA_TOPIC_NAME, INTERNAL_TOPICS,
+                                               MAX_NAME_LENGTH, TRANSACTION_STATE_TOPIC_NAME, append_refused,
+                                               has_collision,
                                                has_collision_chars, is_internal, topic_name_error,
                                                unify_collision_chars)
 
@@ -59,6 +60,17 @@ def test_internal_topics() -> None:
     assert is_internal("__consumer_offsets") and is_internal("__transaction_state")
     assert not is_internal("__consumer.offsets") and not is_internal("consumer_offsets")
     assert not is_internal("__cluster_metadata")  # KRaft's log, not a topic of a ZooKeeper-mode broker
+
+
+@pytest.mark.parametrize("client_id", [None, "", "producer-1", "__admin_client ", "__ADMIN_CLIENT"])
+def test_appends_to_internal_topics_are_refused_unless_from_the_admin_client_id(client_id: str | None) -> None:
+    # Kafka's KafkaApis: internalTopicsAllowed = clientId == AdminUtils.ADMIN_CLIENT_ID, exactly
+    assert ADMIN_CLIENT_ID == "__admin_client"
+    for name in INTERNAL_TOPICS:
+        assert append_refused(name, client_id) is True
+        assert append_refused(name, ADMIN_CLIENT_ID) is False
+    assert append_refused("consumer_offsets", client_id) is False
+    assert append_refused("consumer_offsets", ADMIN_CLIENT_ID) is False
 
 
 @pytest.mark.parametrize("a,b,collide", [

@@ -25,7 +25,7 @@ from kafkalite.server.handler import ApiSpec
 from kafkalite.server.handlers.metadata import ZERO_UUID
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.cluster.topic_validation import is_internal
+from kafkalite.cluster.topic_validation import append_refused
 from kafkalite.server.txn_verification import (TransactionVerifier, produce_error, produce_operation,
                                                transactional_producer)
 
@@ -171,7 +171,7 @@ def make(services: BrokerServices) -> ApiSpec:
                 if not cache.contains(name):
                     errs[p.index] = ProducePartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     continue
-                if is_internal(name):
+                if append_refused(name, ctx.client_id):
                     # Kafka's ReplicaManager sets no custom message here
                     errs[p.index] = ProducePartitionResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
                     continue
