@@ -59,6 +59,9 @@ STRAY_DIR_SUFFIX = "-stray"
 TopicPartitionKey = tuple[str, int]
 # Threads that run the fsyncs: fsync releases the GIL and a disk serves several at once.
 FLUSH_THREADS = 4
+# Threads that open or close logs, at least: each log's work is mostly waits on file-system
+# metadata (open, create, rename), which threads overlap (Kafka's per-directory pools).
+LOG_IO_THREADS = 8
 
 
 def _wall_ms() -> int:
@@ -206,8 +209,9 @@ class LogManager:
                             log_start_offset=log_start_offsets.get(key, 0),
                             had_clean_shutdown=clean, now_ms=now)
 
-        if self._recovery_threads > 1 and len(to_load) > 1:
-            with ThreadPoolExecutor(self._recovery_threads,
+        threads = max(self._recovery_threads, LOG_IO_THREADS)
+        if len(to_load) > 1:
+            with ThreadPoolExecutor(min(threads, len(to_load)),
                                     thread_name_prefix="log-recovery") as pool:
                 loaded = list(pool.map(load, to_load))
         else:
@@ -580,12 +584,22 @@ class LogManager:
         """Close every log (without fsyncs), sync each directory's file system once, write
         both checkpoints, then the clean-shutdown marker. Call :meth:`stop_flusher` first."""
         errors: list[BaseException] = []
-        for lg in self._logs.values():
+
+        def close(lg: Log) -> None:
             try:
                 lg.close(sync=False)
             except Exception as e:  # keep closing the others; no marker if anything failed
                 log.exception("Error closing log %s", lg.name)
                 errors.append(e)
+        logs = list(self._logs.values())
+        if len(logs) > 1:
+            # each close writes a producer snapshot file: threads overlap the file creations
+            with ThreadPoolExecutor(min(max(self._recovery_threads, LOG_IO_THREADS), len(logs)),
+                                    thread_name_prefix="log-close") as pool:
+                list(pool.map(close, logs))
+        else:
+            for lg in logs:
+                close(lg)
         synced: set[int] = set()
         sync_failed = False
         for d in self.log_dirs:
