@@ -316,6 +316,17 @@ class AbstractIndex:
         self._probed = True
         self._pending_length = round_down_to_entry(self.max_index_size, self.entry_size)
 
+    def create_empty(self) -> None:
+        """The file of a new segment's index, made with the segment as Kafka does, but empty:
+        extended to ``max_index_size`` when an entry is first written. Closing thousands of new
+        logs then creates no files."""
+        self._release()
+        self._set_file_length(0)
+        self._entries = 0
+        self._probed = True
+        self._probed_last = self._probed_first = None
+        self._pending_length = round_down_to_entry(self.max_index_size, self.entry_size)
+
     def _set_file_length(self, length: int) -> None:
         """Truncate (or create) the file of an index that is not mapped."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

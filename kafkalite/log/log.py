@@ -1129,7 +1129,14 @@ def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) ->
             path.unlink()
         except FileNotFoundError:
             pass
-    return LogSegment.open(dir, base_offset, config, now_ms=now_ms)
+    seg = LogSegment.open(dir, base_offset, config, now_ms=now_ms)
+    try:
+        seg.create_index_files()
+    except BaseException:
+        seg.close_handlers()
+        seg.file.close()
+        raise
+    return seg
 
 
 def _remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:

@@ -302,6 +302,11 @@ class LogSegment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
+    def create_index_files(self) -> None:
+        """A new segment's (empty) index files, made with it (see AbstractIndex.create_empty)."""
+        self.offset_index.create_empty()
+        self.time_index.create_empty()
+
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
         self.time_index.resize(size)
