@@ -265,9 +265,10 @@ class Log:
         same one the original append recorded."""
         end = self._next_offset
         snapshots = list_snapshots(self.dir)
-        for off, path in snapshots.items():
+        for off, path in list(snapshots.items()):
             if off > end:
                 path.unlink(missing_ok=True)
+                del snapshots[off]
         limit = min([end, *rebuild_txn_index])
         psm = ProducerStateManager()
         start = -1
@@ -277,14 +278,13 @@ class Log:
             except CorruptSnapshotError as e:
                 log.warning("%s: deleting unusable producer snapshot %s: %s", self.name,
                             snapshots[off].name, e)
-                snapshots[off].unlink(missing_ok=True)
+                snapshots.pop(off).unlink(missing_ok=True)
                 continue
             for entry in entries:
                 psm.load_producer_entry(entry)
             start = off
             break
-        self._last_snapshot_offset = max((o for o in snapshots if o <= end and
-                                          snapshot_file(self.dir, o).exists()), default=-1)
+        self._last_snapshot_offset = max(snapshots, default=-1)   # those left above: at most end
         psm.map_end_offset = max(start, 0)
         for i, seg in enumerate(self._segments):
             seg_end = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else end
@@ -1129,7 +1129,14 @@ def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) ->
             path.unlink()
         except FileNotFoundError:
             pass
-    return LogSegment.open(dir, base_offset, config, now_ms=now_ms)
+    seg = LogSegment.open(dir, base_offset, config, now_ms=now_ms)
+    try:
+        seg.create_index_files()
+    except BaseException:
+        seg.close_handlers()
+        seg.file.close()
+        raise
+    return seg
 
 
 def _remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
@@ -1139,10 +1146,11 @@ def _remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
     min_cleaned = None
     cleaned: list[Path] = []
     swaps: list[Path] = []
-    for f in dir.iterdir():
-        if not f.is_file():
-            continue
-        name = f.name
+    with os.scandir(dir) as it:     # file types from the directory itself: no stat per file
+        names = [e.name for e in it if e.is_file() and
+                 e.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX))]
+    for name in names:
+        f = dir / name
         if name.endswith(DELETED_SUFFIX):
             f.unlink(missing_ok=True)
         elif name.endswith(CLEANED_SUFFIX):
@@ -1205,11 +1213,15 @@ def _complete_swaps(dir: Path, swaps: list[Path], config: LogConfig, now_ms: int
 
 def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: int | None = None
                    ) -> tuple[list[LogSegment], set[int]]:
-    """Open every ``.log`` file; drop orphan index files; rebuild missing or insane indexes —
-    of the segments below the one holding ``recovery_point`` only, when given (the others are
-    recovered next, Kafka's LogLoader). Returns the segments and the base offsets of those
+    """Open every ``.log`` file; drop orphan index files; rebuild missing indexes, and after a
+    clean shutdown (no ``recovery_point``) those of the active segment when the last entry of
+    an index or the batch headers after it do not match its file — after a crash, of the
+    segments below the one holding ``recovery_point`` only (the others are recovered next).
+    No index is mapped or read whole (Kafka's LogLoader: lazy indexes; their entries counted
+    from the size of the trimmed files). Returns the segments and the base offsets of those
     recovered."""
-    names = {f.name for f in dir.iterdir() if f.is_file()}
+    with os.scandir(dir) as it:     # file types from the directory itself: no stat per file
+        names = {e.name for e in it if e.is_file()}
     log_bases = set()
     for name in names:
         base = _base_offset_of(name)
@@ -1237,7 +1249,9 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: in
             segments.append(seg)
             if check_below is not None and base >= check_below:
                 continue
-            if not indexes_present or not seg.check_loaded():
+            if not indexes_present or (base == bases[-1] and not seg.check_loaded()) or (
+                    base != bases[-1] and txn_index_file(dir, base).name in names
+                    and not _txn_index_sane(seg)):
                 log.info("%s: rebuilding indexes of segment %d", dir.name, base)
                 seg.recover()
                 recovered.add(base)
@@ -1247,6 +1261,15 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: in
             s.file.close()
         raise
     return segments, recovered
+
+
+def _txn_index_sane(seg: LogSegment) -> bool:
+    """Kafka's load-time sanityCheck of an inactive segment: its transaction index only."""
+    try:
+        seg.txn_index.sanity_check()
+    except Exception:
+        return False
+    return True
 
 
 def _recover_from(segments: list[LogSegment], recovery_point: int) -> set[int]:

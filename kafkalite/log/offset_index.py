@@ -84,12 +84,20 @@ class OffsetIndex(AbstractIndex):
             new_entries = slot + 1
         self._truncate_to_entries(new_entries)
 
+    def last_entry(self) -> tuple[int, int]:
+        """(absolute offset, position) of the last entry, else (base_offset, 0); read without
+        mapping the index when it is not mapped (a segment's next offset at load)."""
+        last = self._last_raw_entry()
+        return (self.base_offset, 0) if last is None else (self.base_offset + last[0], last[1])
+
     def sanity_check(self, log_size: int | None = None) -> None:
-        self._ensure()
+        """The length and the last entry (and, when mapped, its order against the one before);
+        an index not mapped is checked without mapping it, as a segment loaded at start-up."""
+        last = self._last_raw_entry()
         self._check_length()
-        if self._entries == 0:
+        if last is None:
             return
-        rel, pos = self._entry(self._entries - 1)
+        rel, pos = last
         if rel < 0:
             raise CorruptIndexError(
                 f"Corrupt index {self.path.name}: last offset {self.base_offset + rel} is below "
@@ -98,7 +106,7 @@ class OffsetIndex(AbstractIndex):
             raise CorruptIndexError(
                 f"Corrupt index {self.path.name}: last position {pos} is beyond the log size "
                 f"{log_size}")
-        if self._entries > 1:
+        if self._loaded and self._entries > 1:
             prev_rel, prev_pos = self._entry(self._entries - 2)
             if prev_rel >= rel or prev_pos >= pos:
                 raise CorruptIndexError(f"Corrupt index {self.path.name}: entries out of order")

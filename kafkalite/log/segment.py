@@ -224,9 +224,12 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(
                 f"Offset {last_offset} does not fit segment {self.base_offset}")
         # At most one index entry per batch: their disk blocks first, so that a full disk fails
-        # the append here rather than after the data is written.
-        self.offset_index.reserve_entries(len(batches))
-        self.time_index.reserve_entries(len(batches))
+        # the append here rather than after the data is written. Only when this append can
+        # write an entry at all: small appends leave the indexes unmapped.
+        if self._bytes_since_last_index_entry + sum(b[0] for b in batches) \
+                > self.index_interval_bytes:
+            self.offset_index.reserve_entries(len(batches))
+            self.time_index.reserve_entries(len(batches))
         start = self._size
         try:
             written = _pwritev_all(self.file.fd, pieces, start)
@@ -299,6 +302,11 @@ class LogSegment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
+    def create_index_files(self) -> None:
+        """A new segment's (empty) index files, made with it (see AbstractIndex.create_empty)."""
+        self.offset_index.create_empty()
+        self.time_index.create_empty()
+
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
         self.time_index.resize(size)
@@ -339,8 +347,10 @@ class LogSegment:
     def _scan_tail(self) -> tuple[int, bool]:
         """(next offset, whether the batch headers parse exactly up to the end of the file),
         scanning from the last offset index entry."""
-        pos = 0
-        if self.offset_index.entries:
+        # the last entry, read without mapping the index; a binary search only if it lies
+        # past the end of the file
+        _o, pos = self.offset_index.last_entry()
+        if pos > self._size:
             _o, pos = self.offset_index.lookup_by_position(self._size)
         next_offset: int | None = None
         end = pos

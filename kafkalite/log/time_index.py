@@ -27,7 +27,9 @@ class TimeIndex(AbstractIndex):
 
     @property
     def is_full(self) -> bool:
-        self._ensure()
+        if not self._loaded:    # asked before every append: answered without a mapping
+            self._probe()
+            return self._entries >= self._known_length() // self.entry_size - 1
         return self._entries >= self._max_entries - 1
 
     def entry(self, slot: int) -> tuple[int, int]:
@@ -39,11 +41,12 @@ class TimeIndex(AbstractIndex):
         return ts, self.base_offset + rel
 
     def last_entry(self) -> tuple[int, int]:
-        """(timestamp, offset) of the last entry, or (-1, base_offset) when empty."""
-        self._ensure()
-        if self._entries == 0:
+        """(timestamp, offset) of the last entry, or (-1, base_offset) when empty; read
+        without mapping the index when it is not mapped (a segment's max timestamp so far)."""
+        last = self._last_raw_entry()
+        if last is None:
             return NO_TIMESTAMP, self.base_offset
-        ts, rel = self._entry(self._entries - 1)
+        ts, rel = last
         return ts, self.base_offset + rel
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
@@ -56,11 +59,14 @@ class TimeIndex(AbstractIndex):
         return ts, self.base_offset + rel
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Append only if ``timestamp`` is larger than the last entry's (Kafka's maybeAppend)."""
-        self._ensure()
+        """Append only if ``timestamp`` is larger than the last entry's (Kafka's maybeAppend).
+        The final entry of a roll or close (``skip_full_check``) goes to an index not mapped
+        with one pwrite: a shutdown maps no index just to add it."""
+        if not skip_full_check:
+            self._ensure()
         if not skip_full_check and self.is_full:
             raise CorruptIndexError(f"Attempt to append to a full time index {self.path.name}")
-        last_ts, last_offset = self.last_entry()
+        last_ts, last_offset = self.last_entry()   # also learns _entries when not mapped
         if self._entries != 0 and offset < last_offset:
             raise CorruptIndexError(
                 f"Attempt to append an offset ({offset}) smaller than the last offset "
@@ -73,6 +79,9 @@ class TimeIndex(AbstractIndex):
             if not 0 <= offset - self.base_offset <= INT32_MAX:
                 raise LogSegmentOffsetOverflowError(
                     f"Offset {offset} does not fit a time index with base offset {self.base_offset}")
+            if not self._loaded and self._append_unmapped(timestamp, offset - self.base_offset):
+                return
+            self._ensure()
             if self._entries >= self._max_entries:
                 # Only reachable with skip_full_check on an index preallocated too small to
                 # keep its spare slot; grow by one entry rather than overrun the mapping.
@@ -98,12 +107,15 @@ class TimeIndex(AbstractIndex):
         self._truncate_to_entries(new_entries)
 
     def sanity_check(self) -> None:
-        self._ensure()
+        """The length, the last entry and the first (an index not mapped is checked without
+        mapping it, as a segment loaded at start-up)."""
+        last = self._last_raw_entry()
         self._check_length()
-        if self._entries == 0:
+        if last is None:
             return
-        first_ts, _first_rel = self._entry(0)
-        last_ts, last_rel = self._entry(self._entries - 1)
+        last_ts, last_rel = last
+        first = self._first_raw_entry()
+        first_ts = last_ts if first is None else first[0]
         if last_ts < first_ts:
             raise CorruptIndexError(
                 f"Corrupt time index {self.path.name}: last timestamp {last_ts} is smaller than "
