@@ -37,8 +37,10 @@ def startup_failure_cause(e: BaseException) -> str:
     from kafkalite.replica.replica_selector import ClassNotFoundException
     if isinstance(e, (LogError, SocketBindError, ClusterStartupError, ClassNotFoundException)):
         return str(e)
-    if isinstance(e, OSError) and e.strerror:
-        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    if isinstance(e, OSError):
+        if e.strerror and e.filename:
+            return f"{e.strerror}: {e.filename}"
+        return e.strerror or str(e)   # e.g. DescriptorLimitError: its sentence
     return f"{type(e).__name__}: {e}"
 
 

@@ -51,11 +51,26 @@ def _tree_digest(root: Path) -> dict[str, str]:
     return out
 
 
+def _settled_digest(root: Path) -> dict[str, str]:
+    """The digest once two reads 0.5 s apart agree (a new topic's state settles)."""
+    last = _tree_digest(root)
+    for _ in range(20):
+        time.sleep(0.5)
+        now = _tree_digest(root)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError("the log dir kept changing")
+
+
 def test_log_dir_locked_by_another_broker_is_one_line_and_nothing_is_touched(tmp_path: Path) -> None:
     log_dir = tmp_path / "logs"
-    with Broker(log_dir=log_dir) as first:
+    quiet = {"replica.high.watermark.checkpoint.interval.ms": 3_600_000,   # the first broker writes
+             "log.flush.offset.checkpoint.interval.ms": 3_600_000,          # nothing meanwhile
+             "log.flush.start.offset.checkpoint.interval.ms": 3_600_000}
+    with Broker(quiet, log_dir=log_dir) as first:
         first.create_topic("held", 2)
-        before = _tree_digest(log_dir)
+        before = _settled_digest(log_dir)
         r = _serve("--override", f"log.dirs={log_dir}")
         assert _one_line(r, 1) == LOCK_HELD.format(dir=log_dir)
         # the second broker wrote nothing there: no checkpoint, no clean-shutdown marker, no metadata
