@@ -93,14 +93,15 @@ async def _run_broker(config, started: float) -> int:
     try:
         bound = await server.startup()
     except Exception as e:  # noqa: BLE001 - every start-up failure ends in one line
-        print(f"kafkalite: cannot start: {startup_failure_cause(e)}", file=sys.stderr, flush=True)
         # Kafka's "Fatal error during KafkaServer startup. Prepare to shutdown", with the
         # traceback for whoever runs at DEBUG
         log.debug(STARTUP_FAILURE, exc_info=True)
         try:
             await server.shutdown()
-        except Exception:  # noqa: BLE001 - the cause is told already; half-started parts may fail
+        except Exception:  # noqa: BLE001 - half-started parts may fail; the cause is what counts
             log.debug("Error shutting down after the failed start-up", exc_info=True)
+        # last, after whatever the shutdown logged: the line an operator reads
+        print(f"kafkalite: cannot start: {startup_failure_cause(e)}", file=sys.stderr, flush=True)
         return 1
     listeners = ", ".join(f"{ep.listener_name}://{ep.host}:{ep.port}" for ep in bound)
     if server.metrics_address is not None:   # before the ready line: tests read the port from it

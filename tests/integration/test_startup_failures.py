@@ -129,8 +129,13 @@ def test_listener_port_in_use(tmp_path: Path) -> None:
         s.listen()
         port = s.getsockname()[1]
         r = _serve("--override", f"log.dirs={tmp_path}", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}")
-    assert _one_line(r, 1) == (f"kafkalite: cannot start: Socket server failed to bind to 127.0.0.1:{port}: "
-                               f"Address already in use.")
+        expected = f"kafkalite: cannot start: Socket server failed to bind to 127.0.0.1:{port}: Address already in use."
+        assert _one_line(r, 1) == expected
+        # at INFO the logs were loaded and the half-started broker shut down: the cause is still last
+        r = _serve("--override", f"log.dirs={tmp_path}", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                   log_level="INFO")
+        assert r.returncode == 1 and "Traceback" not in r.stderr
+        assert "Loaded 0 logs in " in r.stderr and r.stderr.splitlines()[-1] == expected
 
 
 def test_listener_host_that_does_not_resolve(tmp_path: Path) -> None:
