@@ -21,12 +21,41 @@ def default_config_file() -> Path:
     return Path(str(resources.files("kafkalite.config").joinpath("server.properties")))
 
 
+# Kafka's (log4j) level names, and Python's for the same levels
+LOG_LEVELS: dict[str, int] = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+                              "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
+                              "CRITICAL": logging.CRITICAL}
+
+
+def startup_failure_cause(e: BaseException) -> str:
+    """The one line naming why the broker could not start. The broker's own start-up errors
+    (log dirs, listeners, ZooKeeper, configs) carry a sentence already; a bare system error gets
+    its message and file; anything else (a bug) its type as well."""
+    from kafkalite.log.errors import LogError
+    from kafkalite.network.socket_server import SocketBindError
+    from kafkalite.server.cluster_member import ClusterStartupError
+    from kafkalite.replica.replica_selector import ClassNotFoundException
+    if isinstance(e, (LogError, SocketBindError, ClusterStartupError, ClassNotFoundException)):
+        return str(e)
+    if isinstance(e, OSError):
+        if e.strerror and e.filename:
+            return f"{e.strerror}: {e.filename}"
+        return e.strerror or str(e)   # e.g. DescriptorLimitError: its sentence
+    return f"{type(e).__name__}: {e}"
+
+
 def _serve(args: argparse.Namespace) -> int:
     # Imported here so that the client tools, which share this parser, do not load the broker's config
     # model; before `started`, so the reported start-up time means what it meant before.
     from kafkalite.config.server_config import ConfigError, load_config
 
     started = time.monotonic()
+    level = LOG_LEVELS.get(args.log_level.upper())
+    if level is None:
+        # argparse's wording and exit code, in one line (no usage block before it)
+        print(f"kafkalite serve: error: argument --log-level: invalid choice: {args.log_level!r} "
+              f"(choose from {', '.join(LOG_LEVELS)})", file=sys.stderr)
+        return 2
     config_file = Path(args.config) if args.config else default_config_file()
     try:
         loaded = load_config(config_file, args.override or [])
@@ -36,7 +65,7 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"kafkalite: cannot read config file {config_file}: {e.strerror}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO), stream=sys.stderr,
+    logging.basicConfig(level=level, stream=sys.stderr,
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     for w in loaded.warnings:
         log.warning(w)
@@ -60,18 +89,19 @@ async def _run_broker(config, started: float) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    from kafkalite.server.cluster_member import ClusterStartupError
-    from kafkalite.replica.replica_selector import STARTUP_FAILURE, ClassNotFoundException
+    from kafkalite.replica.replica_selector import STARTUP_FAILURE
     try:
         bound = await server.startup()
-    except (OSError, ClusterStartupError) as e:
-        print(f"kafkalite: cannot start: {e}", file=sys.stderr)
-        await server.shutdown()
-        return 1
-    except ClassNotFoundException as e:  # replica.selector.class names no class kafkalite has
-        log.error("%s\n%s", STARTUP_FAILURE, e)
-        print(f"kafkalite: cannot start: {e}", file=sys.stderr)
-        await server.shutdown()
+    except Exception as e:  # noqa: BLE001 - every start-up failure ends in one line
+        # Kafka's "Fatal error during KafkaServer startup. Prepare to shutdown", with the
+        # traceback for whoever runs at DEBUG
+        log.debug(STARTUP_FAILURE, exc_info=True)
+        try:
+            await server.shutdown()
+        except Exception:  # noqa: BLE001 - half-started parts may fail; the cause is what counts
+            log.debug("Error shutting down after the failed start-up", exc_info=True)
+        # last, after whatever the shutdown logged: the line an operator reads
+        print(f"kafkalite: cannot start: {startup_failure_cause(e)}", file=sys.stderr, flush=True)
         return 1
     listeners = ", ".join(f"{ep.listener_name}://{ep.host}:{ep.port}" for ep in bound)
     if server.metrics_address is not None:   # before the ready line: tests read the port from it
@@ -97,7 +127,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--config", help="server.properties file (default: the packaged one)")
     serve.add_argument("--override", action="append", metavar="KEY=VALUE",
                        help="override a property of the config file (repeatable)")
-    serve.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    serve.add_argument("--log-level", default="INFO",
+                       help="logging level: DEBUG (one line per request), INFO, WARN, ERROR (default INFO)")
     add_version_arg(serve)
     serve.set_defaults(func=_serve)
     register_all(sub)

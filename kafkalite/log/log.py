@@ -249,6 +249,11 @@ class Log:
         rp = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
         self = cls(dir, config, segments, log_start_offset=start, recovery_point=rp,
                    log_end_offset=log_end_offset, now_ms=now)
+        # INFO for a log recovered after a crash, as Kafka logs it for every log; a clean
+        # restart of thousands of logs would only repeat it
+        log.log(logging.DEBUG if had_clean_shutdown else logging.INFO,
+                "%sLoading producer state till offset %d with message format version 2",
+                _loader_ident(dir), log_end_offset)
         self._rebuild_producer_state(rebuild_txn_index=recovered)
         return self
 
@@ -331,6 +336,11 @@ class Log:
     @property
     def name(self) -> str:
         return self.dir.name
+
+    @property
+    def log_ident(self) -> str:
+        """Kafka's UnifiedLog log prefix."""
+        return f"[UnifiedLog partition={self.dir.name}, dir={self.dir.parent}] "
 
     @property
     def config(self) -> LogConfig:
@@ -563,6 +573,7 @@ class Log:
              ) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
         self._check_open()
+        started = time.monotonic()
         now = _wall_ms() if now_ms is None else now_ms
         new_offset = max(expected_next_offset or 0, self._next_offset)
         active = self._segments[-1]
@@ -598,6 +609,8 @@ class Log:
         # recovery point, so after a crash only the segments from here on are re-validated.
         if self.flush_scheduler is not None:
             self.flush_scheduler(self, new_offset)
+        log.info("[LocalLog partition=%s, dir=%s] Rolled new log segment at offset %d in %d ms.", self.dir.name,
+                 self.dir.parent, new_offset, (time.monotonic() - started) * 1000)
         return seg
 
     # -- reading -----------------------------------------------------------------------------
@@ -1014,18 +1027,26 @@ class Log:
     def delete_log_start_offset_breached_segments(self, upper_bound_offset: int | None = None,
                                                   *, now_ms: int | None = None) -> int:
         start = self._log_start_offset
+
+        def reason(segments: list[LogSegment]) -> None:
+            log.info("%sDeleting segments due to log start offset %d breach: %s", self.log_ident, start,
+                     ",".join(map(repr, segments)))
         return self._delete_old_segments(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= start,
-            upper_bound_offset, now_ms)
+            upper_bound_offset, now_ms, reason)
 
     def delete_retention_ms_breached_segments(self, now_ms: int,
                                               upper_bound_offset: int | None = None) -> int:
         retention_ms = self._config.retention_ms
         if retention_ms < 0:
             return 0
+        def reason(segments: list[LogSegment]) -> None:
+            for seg in segments:
+                log.info("%sDeleting segment %r due to log retention time %dms breach based on the largest "
+                         "record timestamp in the segment", self.log_ident, seg, retention_ms)
         return self._delete_old_segments(
             lambda seg, nxt: now_ms - seg.largest_timestamp() > retention_ms,
-            upper_bound_offset, now_ms)
+            upper_bound_offset, now_ms, reason)
 
     def delete_retention_size_breached_segments(self, upper_bound_offset: int | None = None,
                                                 *, now_ms: int | None = None) -> int:
@@ -1042,10 +1063,17 @@ class Log:
                 return True
             return False
 
-        return self._delete_old_segments(should_delete, upper_bound_offset, now_ms)
+        def reason(segments: list[LogSegment]) -> None:
+            remaining = size
+            for seg in segments:
+                remaining -= seg.size
+                log.info("%sDeleting segment %r due to log retention size %d breach. Log size after deletion "
+                         "will be %d.", self.log_ident, seg, retention_bytes, remaining)
+        return self._delete_old_segments(should_delete, upper_bound_offset, now_ms, reason)
 
     def _delete_old_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
-                             upper_bound_offset: int | None, now_ms: int | None) -> int:
+                             upper_bound_offset: int | None, now_ms: int | None,
+                             reason: Callable[[list[LogSegment]], None] | None = None) -> int:
         self._check_open()
         hw = self._next_offset if upper_bound_offset is None else upper_bound_offset
         deletable: list[LogSegment] = []
@@ -1067,6 +1095,8 @@ class Log:
             new = self.roll(now_ms=now_ms)
             if deletable[-1].base_offset == new.base_offset:
                 deletable = deletable[:-1]
+        if reason is not None:
+            reason(deletable)
         gone = {id(s) for s in deletable}
         self._segments = [s for s in self._segments if id(s) not in gone]
         self._bases = [s.base_offset for s in self._segments]
@@ -1249,12 +1279,18 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: in
             segments.append(seg)
             if check_below is not None and base >= check_below:
                 continue
-            if not indexes_present or (base == bases[-1] and not seg.check_loaded()) or (
+            if not indexes_present:
+                log.warning("%sCould not find offset index file corresponding to log file %s, "
+                            "recovering segment and rebuilding index files...", _loader_ident(dir), seg.log_path)
+            elif (base == bases[-1] and not seg.check_loaded()) or (
                     base != bases[-1] and txn_index_file(dir, base).name in names
                     and not _txn_index_sane(seg)):
-                log.info("%s: rebuilding indexes of segment %d", dir.name, base)
-                seg.recover()
-                recovered.add(base)
+                log.warning("%sFound a corrupted index file corresponding to log file %s, recovering "
+                            "segment and rebuilding index files...", _loader_ident(dir), seg.log_path)
+            else:
+                continue
+            _recover_segment(seg)
+            recovered.add(base)
     except BaseException:
         for s in segments:
             s.close_handlers()
@@ -1272,21 +1308,43 @@ def _txn_index_sane(seg: LogSegment) -> bool:
     return True
 
 
+def _loader_ident(dir: Path) -> str:
+    """Kafka's LogLoader log prefix."""
+    return f"[LogLoader partition={dir.name}, dir={dir.parent}] "
+
+
+def _recover_segment(seg: LogSegment) -> int:
+    """seg.recover(), saying what it truncated (Kafka's LogSegment.recover lines, both at WARN
+    here: the bytes are gone). Returns the bytes truncated."""
+    truncated = seg.recover()
+    if truncated > 0:
+        ident = _loader_ident(seg.dir)
+        log.warning("%sFound invalid messages in log segment %s at byte offset %d.", ident, seg.log_path, seg.size)
+        log.warning("%sTruncated %d invalid bytes at the end of segment %s during recovery", ident, truncated,
+                    seg.log_path)
+    return truncated
+
+
 def _recover_from(segments: list[LogSegment], recovery_point: int) -> set[int]:
     """After an unclean shutdown: re-validate every segment from the one holding the recovery
     point. A segment with an invalid tail is truncated and every later segment deleted.
     Returns the base offsets of the segments recovered."""
     bases = [s.base_offset for s in segments]
-    i = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+    first = i = max(0, bisect.bisect_right(bases, recovery_point) - 1)
     recovered: set[int] = set()
+    ident = _loader_ident(segments[0].dir)
     while i < len(segments):
         seg = segments[i]
-        truncated = seg.recover()
+        log.info("%sRecovering unflushed segment %d. %d/%d recovered for %s.", ident, seg.base_offset,
+                 i - first, len(segments) - first, seg.dir.name)
+        truncated = _recover_segment(seg)
         recovered.add(seg.base_offset)
         if truncated > 0:
-            log.warning("%s: corruption in segment %d, truncated %d bytes and deleting %d later "
-                        "segments", seg.dir.name, seg.base_offset, truncated,
-                        len(segments) - i - 1)
+            log.warning("%sCorruption found in segment %d, truncating to offset %d", ident, seg.base_offset,
+                        seg.next_offset())
+            if i + 1 < len(segments):
+                log.info("%sDeleting segments as part of log recovery: %s", ident,
+                         ",".join(map(repr, segments[i + 1:])))
             for later in segments[i + 1:]:
                 later.delete()
             del segments[i + 1:]

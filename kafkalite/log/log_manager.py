@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -45,7 +47,7 @@ from kafkalite.log.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE, PARTITIO
 from kafkalite.log.descriptor_limit import DescriptorBudget
 from kafkalite.log.errors import KafkaStorageError, LogError
 from kafkalite.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE_NAME
-from kafkalite.log.log import FlushJob, Log, parse_topic_partition
+from kafkalite.log.log import FlushJob, Log
 from kafkalite.log.segment import log_file, offset_index_file, time_index_file, txn_index_file
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,14 @@ LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
+
+# Kafka's RemoteIndexCache.DIR_NAME and KRaft's metadata topic: skipped in a log dir
+REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+# Kafka's LocalLog Delete/Future/StrayDirPattern: <topic>-<partition>.<unique id><suffix>
+_SUFFIXED_DIR = {suffix: re.compile(rf"(\S+)-(\S+)\.(\S+){suffix}")
+                 for suffix in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)}
+_PARTITION = re.compile(r"\+?[0-9]+")
 
 TopicPartitionKey = tuple[str, int]
 # Threads that run the fsyncs: fsync releases the GIL and a disk serves several at once.
@@ -75,6 +85,26 @@ def _key_of(tp: Any) -> TopicPartitionKey:
         return str(tp.topic), int(tp.partition)
     topic, partition = tp
     return str(topic), int(partition)
+
+
+def log_dir_topic_partition(log_dir: Path, name: str) -> TopicPartitionKey:
+    """Kafka's LocalLog.parseTopicPartitionName for the directory ``name`` in ``log_dir``:
+    ``<topic>-<partition>``, or that with ``.<unique id>-delete`` (``-future``, ``-stray``).
+    Any other name raises LogError with Kafka's message (one line here)."""
+    base = name
+    for suffix, pattern in _SUFFIXED_DIR.items():
+        if name.endswith(suffix):
+            if not pattern.fullmatch(name):
+                base = ""
+            else:
+                base = name[:name.rindex(".")]
+            break
+    topic, _, partition = base.rpartition("-")
+    if topic and _PARTITION.fullmatch(partition) and int(partition) <= 2**31 - 1:
+        return topic, int(partition)
+    raise LogError(f"Found directory {(log_dir / name).absolute()}, '{name}' is not in the form of "
+                   f"topic-partition or topic-partition.uniqueId-delete (if marked for deletion). "
+                   f"Kafka's log directories (and children) should only contain Kafka topic data.")
 
 
 def log_delete_dir_name(topic: str, partition: int) -> str:
@@ -102,6 +132,28 @@ def _remove_new_log_dir(path: Path) -> None:
         pass    # left as it is: an empty log, loaded as such next time
 
 
+def create_and_validate_log_dirs(dirs: Iterable[Path]) -> None:
+    """Kafka's createAndValidateLogDirs: each directory created if absent, then required to be
+    a readable (here also writable) directory, named once. kafkalite has no offline log dirs:
+    the first that fails stops the broker, in one line."""
+    seen: dict[Path, Path] = {}
+    for d in dirs:
+        if not d.exists() and not d.is_symlink():
+            log.info("Log directory %s not found, creating it.", d.absolute())
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise LogError(f"Failed to create data directory {d.absolute()}: {e.strerror}") from e
+        if not d.is_dir() or not os.access(d, os.R_OK | os.X_OK):
+            raise LogError(f"{d.absolute()} is not a readable log directory.")
+        if not os.access(d, os.W_OK):
+            raise LogError(f"{d.absolute()} is not a writable log directory.")
+        real = d.resolve()
+        if real in seen:
+            raise LogError(f"Duplicate log directory found: {seen[real]}, {d}")
+        seen[real] = d
+
+
 class LogManager:
     def __init__(self, log_dirs: Iterable[Path | str], default_config: LogConfig, *,
                  lock_dirs: bool = True, clock_ms: Callable[[], int] = _wall_ms,
@@ -117,6 +169,8 @@ class LogManager:
         self._dir_of: dict[TopicPartitionKey, Path] = {}
         self._locks: dict[Path, int] = {}
         self._started = False
+        # lock_log_dirs or startup began and startup did not finish: shutdown writes nothing
+        self._startup_incomplete = False
         self._descriptor_budget = DescriptorBudget()   # new logs never take the last descriptors
         # The background flusher (start_flusher): requests by log, the highest offset asked
         # (None: the log end), drained by one task that runs the fsyncs in the pool.
@@ -140,17 +194,35 @@ class LogManager:
         """
         configs = topic_configs or {}
         now = self._clock_ms()
+        self._startup_incomplete = True
+        self.lock_log_dirs()
+        log.info("Loading logs from log dirs %s", [str(d.absolute()) for d in self.log_dirs])
+        started = time.monotonic()
+        unclean: list[str] = []
         for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-            self._lock(d)
-        for d in self.log_dirs:
-            self._load_dir(d, configs, now)
+            if not self._load_dir(d, configs, now):
+                unclean.append(str(d.absolute()))
+        log.info("Loaded %d logs in %dms%s", len(self._logs), (time.monotonic() - started) * 1000,
+                 f" (unclean log dirs = {unclean})" if unclean else "")
         self._started = True
+        self._startup_incomplete = False
+
+    def lock_log_dirs(self) -> None:
+        """Create, validate and lock every log directory (Kafka's createAndValidateLogDirs and
+        lockLogDirs), before anything is read or written there: a second broker on the same
+        directories stops here, having touched nothing. Raises LogError with Kafka's wording."""
+        self._startup_incomplete = True
+        create_and_validate_log_dirs(self.log_dirs)
+        for d in self.log_dirs:
+            self._lock(d)
 
     def _lock(self, d: Path) -> None:
         if not self._lock_dirs or d in self._locks:
             return
-        fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise LogError(f"Disk error while locking directory {d}: {e.strerror}") from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -167,8 +239,10 @@ class LogManager:
                 os.close(fd)
         self._locks.clear()
 
-    def _load_dir(self, d: Path, configs: Mapping[str, LogConfig], now: int) -> None:
-        """Load every log of ``d`` with ``num.recovery.threads.per.data.dir`` threads."""
+    def _load_dir(self, d: Path, configs: Mapping[str, LogConfig], now: int) -> bool:
+        """Load every log of ``d`` with ``num.recovery.threads.per.data.dir`` threads.
+        Returns False when logs were recovered (no clean shutdown marker), as Kafka's
+        "unclean log dirs"."""
         marker = d / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         try:
@@ -185,30 +259,48 @@ class LogManager:
             log_start_offsets = {}
         to_load: list[tuple[TopicPartitionKey, Path]] = []
         with os.scandir(d) as it:
-            entries = sorted((e.name for e in it if e.is_dir()))
-        for name in entries:
+            entries = sorted((e.name for e in it if e.is_dir() and e.name != REMOTE_INDEX_CACHE_DIR))
+        # Every name is checked before anything here is opened or removed: a directory that is
+        # not a partition's stops the start-up untouched, as in Kafka (its loadLogs).
+        parsed = [(name, log_dir_topic_partition(d, name)) for name in entries]
+        for name, key in parsed:
             child = d / name
+            if key[0] == CLUSTER_METADATA_TOPIC:
+                continue    # KRaft's metadata log: never a partition of this broker
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)
                 continue
             if name.endswith(FUTURE_DIR_SUFFIX) or name.endswith(STRAY_DIR_SUFFIX):
                 log.warning("Ignoring directory %s in %s", name, d)
                 continue
-            try:
-                key = parse_topic_partition(name)
-            except ValueError:
-                continue
             if key in self._logs:
                 raise LogError(f"Duplicate log directories for {name} are found: "
                                f"{self._dir_of[key]} and {d}")
             to_load.append((key, child))
+        where = d.absolute()
+        if not to_load:
+            log.info("No logs found to be loaded in %s", where)
+        elif clean:
+            log.info("Skipping recovery of %d logs from %s since clean shutdown file was found", len(to_load), where)
+        else:
+            log.info("Recovering %d logs from %s since no clean shutdown file was found", len(to_load), where)
+        loaded_count = itertools.count(1)
+        # each log's line at INFO after a crash (what was recovered); a clean restart of
+        # thousands of logs lists them at DEBUG
+        completed_level = logging.DEBUG if clean else logging.INFO
 
         def load(item: tuple[TopicPartitionKey, Path]) -> Log:
             key, child = item
-            return Log.open(child, configs.get(key[0], self.default_config),
-                            recovery_point=recovery_points.get(key, 0),
-                            log_start_offset=log_start_offsets.get(key, 0),
-                            had_clean_shutdown=clean, now_ms=now)
+            started = time.monotonic()
+            lg = Log.open(child, configs.get(key[0], self.default_config),
+                          recovery_point=recovery_points.get(key, 0),
+                          log_start_offset=log_start_offsets.get(key, 0),
+                          had_clean_shutdown=clean, now_ms=now)
+            log.log(completed_level, "Completed load of Log(dir=%s, topic=%s, partition=%d, recoveryPoint=%d) "
+                    "with %d segments, local-log-start-offset %d and log-end-offset %d in %dms (%d/%d completed "
+                    "in %s)", child, key[0], key[1], lg.recovery_point, len(lg.segments), lg.log_start_offset,
+                    lg.log_end_offset, (time.monotonic() - started) * 1000, next(loaded_count), len(to_load), where)
+            return lg
 
         if self._recovery_threads > 1 and len(to_load) > 1:
             with ThreadPoolExecutor(self._recovery_threads,
@@ -227,6 +319,7 @@ class LogManager:
             # From now on a crash must recover: the marker only vouches for the last shutdown.
             marker.unlink()
             fsync_dir(d)
+        return clean or not to_load
 
     # -- access ------------------------------------------------------------------------------
     def get_log(self, tp: Any) -> Log | None:
@@ -279,6 +372,7 @@ class LogManager:
             lg = Log.open(path, config, now_ms=self._clock_ms())
             if topic_id is not None:
                 lg.assign_topic_id(topic_id)
+            log.info("Created log for partition %s in %s", path.name, path)
             return lg
         except (OSError, MemoryError, KafkaStorageError) as e:
             if lg is not None:
@@ -583,6 +677,15 @@ class LogManager:
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Close every log (without fsyncs), sync each directory's file system once, write
         both checkpoints, then the clean-shutdown marker. Call :meth:`stop_flusher` first."""
+        if self._startup_incomplete:
+            # Start-up failed (a directory locked by another broker, unreadable, ...): close
+            # what was opened and let go of the locks, but write nothing — no checkpoint and no
+            # clean-shutdown marker into directories this broker never finished loading.
+            for lg in self._logs.values():
+                lg.close_handlers()
+            self._unlock_all()
+            self._startup_incomplete = False
+            return
         errors: list[BaseException] = []
 
         def close(lg: Log) -> None:

@@ -22,6 +22,22 @@ from kafkalite.network.send import RegionChangedError, ResponseSend, send_blocki
 log = logging.getLogger(__name__)
 
 
+class SocketBindError(OSError):
+    """A listener that cannot be bound (port in use, host unknown here): Kafka's "Socket server
+    failed to bind to host:port: reason." """
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        # asyncio words a bind failure its own way; the plain system message is what Java prints
+        if isinstance(cause, socket.gaierror) or not cause.errno:
+            reason = cause.strerror or str(cause)
+        else:
+            reason = os.strerror(cause.errno)
+        super().__init__(cause.errno, f"Socket server failed to bind to {host or '0.0.0.0'}:{port}: {reason}.")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 class CloseConnection(Exception):
     """Raised by the request handler when Kafka would close the connection instead of answering."""
 
@@ -215,10 +231,13 @@ class SocketServer:
         """Bind every listener (port 0 gets a real port) without accepting yet: Kafka enables
         request processing only once the broker is ready."""
         for ep in self._endpoints:
-            server = await asyncio.start_server(
-                lambda r, w, ep=ep: self._accept(ep, r, w),
-                host=ep.host or None, port=ep.port, reuse_address=True, limit=1 << 20,
-                backlog=1024, start_serving=False)
+            try:
+                server = await asyncio.start_server(
+                    lambda r, w, ep=ep: self._accept(ep, r, w),
+                    host=ep.host or None, port=ep.port, reuse_address=True, limit=1 << 20,
+                    backlog=1024, start_serving=False)
+            except OSError as e:
+                raise SocketBindError(ep.host, ep.port, e) from e
             self._servers.append((ep, server))
             sock = server.sockets[0]
             host = ep.host or "0.0.0.0"

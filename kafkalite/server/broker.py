@@ -129,8 +129,12 @@ class KafkaServer:
         cfg = self.config
         self.event_loop_monitor.start()
         log_dirs = cfg.log_dirs_list()
-        for d in log_dirs:
-            Path(d).mkdir(parents=True, exist_ok=True)
+        # Created, validated and locked first: a second broker on these directories stops here,
+        # before the embedded metadata store beside the logs is read or written.
+        self.log_manager = LogManager(
+            log_dirs, broker_log_config(self.dynamic_config.current),
+            num_recovery_threads_per_data_dir=cfg.num_recovery_threads_per_data_dir)
+        await asyncio.to_thread(self.log_manager.lock_log_dirs)
         # fail in one line now rather than with EMFILE midway through loading the logs
         await asyncio.to_thread(check_descriptor_budget, log_dirs)
         if self.cluster_mode:
@@ -149,9 +153,7 @@ class KafkaServer:
         self.dynamic_config.load(self.config_manager)
         internal_topics = await internal_topic_records(self.zk)
         default_log_config = broker_log_config(self.dynamic_config.current)
-        self.log_manager = LogManager(
-            log_dirs, default_log_config,
-            num_recovery_threads_per_data_dir=cfg.num_recovery_threads_per_data_dir)
+        self.log_manager.default_config = default_log_config
         # Opening logs reads files (and recovers them after a crash): keep it off the loop.
         await asyncio.to_thread(self.log_manager.startup)
         # From here on the logs' fsyncs run in the log manager's thread pool.

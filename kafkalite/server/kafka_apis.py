@@ -10,6 +10,7 @@ the exception's Kafka error code) on the same, still open, connection.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Optional, Union
 
 from kafka.protocol.api_key import ApiKey
@@ -28,6 +29,8 @@ from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
+# Kafka's kafka.request.logger: one line per request at DEBUG
+request_log = logging.getLogger("kafkalite.request.logger")
 
 
 def _encode(response: Any, api_version: int, correlation_id: int) -> Optional[Union[bytes, ResponseSend]]:
@@ -100,6 +103,19 @@ class KafkaApis:
             request = decode_body(msgs.request, frame[body_pos:], api_version)
         except Exception as e:  # the codec raises assorted errors on garbage
             raise CloseConnection(f"malformed {msgs.name} v{api_version} request: {e!r}") from None
+        if not request_log.isEnabledFor(logging.DEBUG):
+            return await self._handle(spec, msgs.name, header, conn, request, api_key, api_version, correlation_id)
+        started = time.perf_counter()
+        try:
+            return await self._handle(spec, msgs.name, header, conn, request, api_key, api_version, correlation_id)
+        finally:
+            # Kafka's kafka.request.logger line at DEBUG, one per request
+            request_log.debug("Completed request:%s v%d (correlation id %d, client id %s) from connection %s;"
+                              "totalTime:%.3fms", msgs.name, api_version, correlation_id, header.client_id,
+                              conn.connection_id, (time.perf_counter() - started) * 1000)
+
+    async def _handle(self, spec: Any, name: str, header: Any, conn: ConnectionInfo, request: Any, api_key: int,
+                      api_version: int, correlation_id: int) -> Optional[bytes | ResponseSend]:
         try:
             # encoding too: Kafka serializes the response on the handler's call stack
             return _encode(await spec.handler(RequestContext(header, conn), request), api_version,
@@ -107,7 +123,7 @@ class KafkaApis:
         except CloseConnection:
             raise
         except Exception as e:  # noqa: BLE001 - answered as Kafka does, never a dropped connection
-            response = self._error_response(e, msgs.name, api_key, api_version, correlation_id,
+            response = self._error_response(e, name, api_key, api_version, correlation_id,
                                             header.client_id, conn, request)
             return _encode(response, api_version, correlation_id)
 

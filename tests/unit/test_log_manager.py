@@ -124,17 +124,38 @@ def test_corrupt_checkpoint_means_full_recovery(tmp_path: Path) -> None:
     lm2.shutdown()
 
 
-def test_startup_skips_foreign_and_removes_deleted_dirs(tmp_path: Path) -> None:
+def test_startup_ignores_files_and_removes_deleted_dirs(tmp_path: Path) -> None:
     d = tmp_path / "logs"
     (d / "old-topic-1.0123456789abcdef0123456789abcdef-delete").mkdir(parents=True)
     (d / "old-topic-1.0123456789abcdef0123456789abcdef-delete" / "00000000000000000000.log").write_bytes(b"")
-    (d / "not_a_partition").mkdir()
+    (d / "remote-log-index-cache").mkdir()      # tiered storage's cache: skipped, as in Kafka
     (d / "meta.properties").write_text("version=0\n")
     lm = LogManager([d], LogConfig())
     lm.startup()
     assert lm.all_logs() == []
-    assert sorted(p.name for p in d.iterdir()) == [".lock", "meta.properties", "not_a_partition"]
+    assert sorted(p.name for p in d.iterdir()) == [".lock", "meta.properties", "remote-log-index-cache"]
     lm.shutdown()
+
+
+@pytest.mark.parametrize("name", ["not_a_partition", "lost+found", ".snapshot", "backup-delete", "t-", "t-x"])
+def test_startup_refuses_a_directory_that_is_not_a_partition_and_touches_nothing(tmp_path: Path, name: str) -> None:
+    """Kafka 3.9's loadLogs (LocalLog.parseTopicPartitionName) stops at such a directory."""
+    d = tmp_path / "logs"
+    (d / "old-topic-1.0123456789abcdef0123456789abcdef-delete").mkdir(parents=True)
+    (d / name).mkdir()
+    (d / name / "00000000000000000000.log").write_bytes(b"\xff" * 500)
+    (d / ".kafka_cleanshutdown").write_text("{}")
+    before = sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+    lm = LogManager([d], LogConfig())
+    with pytest.raises(LogError) as e:
+        lm.startup()
+    assert str(e.value) == (f"Found directory {d / name}, '{name}' is not in the form of topic-partition or "
+                            f"topic-partition.uniqueId-delete (if marked for deletion). Kafka's log directories "
+                            f"(and children) should only contain Kafka topic data.")
+    lm.shutdown()   # after a failed start-up: writes nothing, lets go of the lock
+    assert sorted(str(p.relative_to(d)) for p in d.rglob("*")) == sorted(before + [".lock"])
+    assert (d / name / "00000000000000000000.log").read_bytes() == b"\xff" * 500
+    assert (d / ".kafka_cleanshutdown").read_text() == "{}"
 
 
 def test_delete_log(tmp_path: Path) -> None:

@@ -80,6 +80,14 @@ _ERRORS: list[tuple[type, type]] = [
 ]
 
 
+def _retries_at_debug(record: logging.LogRecord) -> bool:
+    """A logging filter: kazoo's warnings become DEBUG records (shown only at DEBUG)."""
+    if record.levelno < logging.ERROR:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+    return True
+
+
 def _store_error(e: BaseException, path: str = "") -> StoreError:
     if isinstance(e, StoreError):
         return e
@@ -149,6 +157,17 @@ class KazooZNodeStore(ZNodeStore):
             logger=logging.getLogger("kazoo.client"))
 
     def _start_blocking(self) -> KazooClient:
+        # kazoo warns at every failed attempt ("Connection dropped: ... Connection refused"):
+        # while the first connection is made they are retries, told at DEBUG; the failure is
+        # told once, in the StoreError below
+        kazoo_log = logging.getLogger("kazoo.client")
+        kazoo_log.addFilter(_retries_at_debug)
+        try:
+            return self._connect_first()
+        finally:
+            kazoo_log.removeFilter(_retries_at_debug)
+
+    def _connect_first(self) -> KazooClient:
         timeout = self.connection_timeout_ms / 1000.0
         failure = (f"Timed out waiting for connection to ZooKeeper at {self.connect} "
                    f"after {self.connection_timeout_ms} ms")

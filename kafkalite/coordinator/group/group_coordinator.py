@@ -589,7 +589,7 @@ class GroupCoordinator:
         else:
             op = DelayedJoin(self, group, group.rebalance_timeout_ms)
         group.transition_to(PREPARING_REBALANCE, self.time_ms())
-        log.info("preparing to rebalance group %s in state %s with old generation %d "
+        log.info("Preparing to rebalance group %s in state %s with old generation %d "
                  "(__consumer_offsets-%d) (reason: %s)", group.group_id, group.state, group.generation_id,
                  self.partition_for(group.group_id), reason)
         self.rebalance_purgatory.try_complete_else_watch(op, [join_key(group.group_id)])
@@ -641,7 +641,7 @@ class GroupCoordinator:
 
             self._store_group(group, {}, on_stored)
             return
-        log.info("stabilized group %s generation %d (__consumer_offsets-%d) with %d members", group.group_id,
+        log.info("Stabilized group %s generation %d (__consumer_offsets-%d) with %d members", group.group_id,
                  group.generation_id, self.partition_for(group.group_id), group.size)
         for member in list(group.members.values()):
             is_leader = group.is_leader(member.member_id)
@@ -747,7 +747,8 @@ class GroupCoordinator:
             group.get(member_id).awaiting_sync_callback = callback
             self._remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
-                log.info("assignment received from leader %s for group %s generation %d; %d members, %d static",
+                log.info("Assignment received from leader %s for group %s for generation %d. The group has %d "
+                         "members, %d of which are static.",
                          member_id, group.group_id, group.generation_id, group.size, len(group.static_members))
                 # members the leader left out get an empty assignment
                 assignment = {m: bytes(group_assignment.get(m, b"")) for m in group.members}
