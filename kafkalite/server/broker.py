@@ -182,7 +182,8 @@ class KafkaServer:
             handle_frame if cfg.kafkalite_metrics_prometheus_port is None else self.request_metrics.instrument(handle_frame),
             max_request_bytes=cfg.socket_request_max_bytes,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
-            receive_buffer_bytes=cfg.socket_receive_buffer_bytes)
+            receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+            listen_backlog=cfg.socket_listen_backlog_size)
         self.bound = await self.socket_server.bind()
 
         broker_info = BrokerInfo(self.broker_id, tuple(self._advertised(self.bound)), cfg.broker_rack)
