@@ -84,11 +84,6 @@ def log_delete_dir_name(topic: str, partition: int) -> str:
     return topic[:max(0, 255 - len(suffix))] + suffix
 
 
-def _delete_log_dir(name: str, path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-    log.info("Deleted log for partition %s in %s.", name, path)
-
-
 def _remove_new_log_dir(path: Path) -> None:
     """Remove the directory of a log whose creation failed. rmtree needs descriptors, which may
     be what ran out; the files a new log can have are known by name, and unlink needs none."""
@@ -369,16 +364,12 @@ class LogManager:
         try:
             os.rename(lg.dir, target)
         except FileNotFoundError:
-            target = lg.dir
-        if self._on_loop():
-            # Kafka's asyncDelete: removed after log.segment.delete.delay.ms (the broker's
-            # default file.delete.delay.ms), so fetches already reading the files finish
+            pass        # the caller renamed it (and deletes it: delete_dirs_later)
+        else:
             log.info("Log for partition %s is renamed to %s and is scheduled for deletion",
                      lg.name, target)
-            self._delete_later(self.default_config.file_delete_delay_ms,
-                               lambda: _delete_log_dir(lg.name, target))
-        else:
-            shutil.rmtree(target, ignore_errors=True)
+            if not self.delete_dirs_later([target]):
+                shutil.rmtree(target, ignore_errors=True)
         self._flush_requests.pop(lg, None)
         timer = self._flush_timers.pop(lg, None)
         if timer is not None:
@@ -641,6 +632,20 @@ class LogManager:
             for seg in segments:
                 seg.delete()
         self._delete_later(lg.config.file_delete_delay_ms, delete)
+
+    def delete_dirs_later(self, dirs: list[Path]) -> bool:
+        """Remove partition directories already renamed ``-delete`` after the broker's
+        ``log.segment.delete.delay.ms`` (Kafka's asyncDelete: fetches already reading their
+        files finish), in the pool. On the loop; False (nothing done) without the flusher."""
+        if not self._on_loop():
+            return False
+
+        def delete() -> None:
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+                log.info("Deleted log %s.", d)
+        self._delete_later(self.default_config.file_delete_delay_ms, delete)
+        return True
 
     def _delete_later(self, delay_ms: int, work: Callable[[], None]) -> None:
         """Run ``work`` in the pool after ``delay_ms``. On the loop."""
