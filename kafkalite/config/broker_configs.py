@@ -21,7 +21,7 @@ from typing import Iterable, Optional
 from kafkalite.config.dynamic_broker_config import ALL_DYNAMIC_CONFIGS, DynamicBrokerConfig
 from kafkalite.config.kafka_config_def import KAFKA_BROKER_CONFIG_TYPES, KAFKA_DYNAMIC_DEFAULTS
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
-from kafkalite.config.server_config import FIELD_TO_ALIAS, KafkaConfig
+from kafkalite.config.server_config import FIELD_TO_ALIAS, IGNORED_SETTINGS, KafkaConfig
 from kafkalite.config.topic_config import (TOPIC_CONFIG_DOCS, config_type, effective_topic_configs,
                                            render_value)
 
@@ -103,6 +103,8 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "socket.request.max.bytes": "Largest request frame accepted; larger frames close the connection.",
     "socket.send.buffer.bytes": "SO_SNDBUF of client sockets (-1: the OS default).",
     "socket.receive.buffer.bytes": "SO_RCVBUF of client sockets (-1: the OS default).",
+    "socket.listen.backlog.size": "Length of each listening socket's queue of connections not yet accepted.",
+    "fetch.max.bytes": "Largest response a Fetch request may get; smaller max_bytes in the request win.",
     "max.incremental.fetch.session.cache.slots": "Number of incremental fetch sessions kept.",
     "offsets.topic.num.partitions": "Partition count of __consumer_offsets.",
     "offsets.retention.minutes": "How long committed offsets of an empty group are kept.",
@@ -280,6 +282,8 @@ _TOPIC_KEY_OF_BROKER_KEY = {b: t for t, names in TOPIC_CONFIG_SYNONYMS.items() f
 
 
 def broker_documentation(name: str) -> Optional[str]:
+    if name in IGNORED_SETTINGS:
+        return f"Accepted and ignored by kafkalite: {IGNORED_SETTINGS[name]}."
     if name in BROKER_CONFIG_DOCS:
         return BROKER_CONFIG_DOCS[name]
     topic_key = _TOPIC_KEY_OF_BROKER_KEY.get(name)

@@ -31,9 +31,11 @@ __all__ = [
     "Endpoint",
     "IGNORED_KEYS",
     "IGNORED_KEY_PREFIXES",
+    "IGNORED_SETTINGS",
     "KafkaConfig",
     "LoadedConfig",
     "build_config",
+    "ignored_settings_warning",
     "is_known_key",
     "load_config",
     "parse_listeners",
@@ -253,8 +255,8 @@ class KafkaConfig(BaseModel):
     reserved_broker_max_id: Int = Field(1000, alias="reserved.broker.max.id", ge=0)
     broker_rack: OptStrEmptyNone = Field(None, alias="broker.rack")
     message_max_bytes: Int = Field(1024 * 1024 + 12, alias="message.max.bytes", ge=0)
-    num_network_threads: Int = Field(3, alias="num.network.threads", ge=1)  # informational
-    num_io_threads: Int = Field(8, alias="num.io.threads", ge=1)  # informational
+    num_network_threads: Int = Field(3, alias="num.network.threads", ge=1)  # IGNORED_SETTINGS
+    num_io_threads: Int = Field(8, alias="num.io.threads", ge=1)  # IGNORED_SETTINGS
     queued_max_requests: Int = Field(500, alias="queued.max.requests", ge=1)
     queued_max_request_bytes: Long = Field(-1, alias="queued.max.request.bytes")
     request_timeout_ms: Int = Field(30000, alias="request.timeout.ms")
@@ -684,6 +686,56 @@ IGNORED_KEYS: frozenset[str] = frozenset({
 IGNORED_KEY_PREFIXES: tuple[str, ...] = ("log.cleaner.",)
 
 
+# Settings kafkalite accepts, so that a Kafka server.properties loads, but does not act on, with
+# why. Those set explicitly are named in one start-up warning; docs/operations.md lists them and
+# DescribeConfigs' documentation (v3+) says so; DescribeConfigs shows them with Kafka's values.
+IGNORED_SETTINGS: dict[str, str] = {
+    "num.network.threads": "one asyncio event loop serves every connection",
+    "num.io.threads": "requests are handled on the event loop",
+    "background.threads": "background work runs as tasks of the event loop",
+    "queued.max.requests": "there is no request queue: a connection's next request is read once "
+                           "the previous one is answered",
+    "queued.max.request.bytes": "there is no request queue: a connection's next request is read "
+                                "once the previous one is answered",
+    "max.connections": "connections are not limited",
+    "max.connections.per.ip": "connections are not limited",
+    "connections.max.idle.ms": "idle connections are not closed by the broker",
+    "replica.socket.receive.buffer.bytes": "follower connections use the OS default buffer",
+    "offsets.topic.compression.codec": "offset commits are written uncompressed",
+    "log.preallocate": "segment files grow as they are written",
+    "log.message.timestamp.difference.max.ms": "the topic config message.timestamp.difference.max.ms "
+                                               "is honoured, this broker default is not",
+    "log.message.downconversion.enable": "the topic config message.downconversion.enable is "
+                                         "honoured, this broker default is not",
+    "log.message.format.version": "batches are always stored in message format v2 (as by Kafka 3.x)",
+    "inter.broker.protocol.version": "brokers always speak Kafka 3.9's protocol versions",
+    "log.cleaner.io.max.bytes.per.second": "the cleaner's I/O is not throttled",
+    "num.replica.alter.log.dirs.threads": "replicas are never moved between log directories",
+    "fetch.purgatory.purge.interval.requests": "completed delayed requests leave at once",
+    "producer.purgatory.purge.interval.requests": "completed delayed requests leave at once",
+    "delete.records.purgatory.purge.interval.requests": "completed delayed requests leave at once",
+    "group.coordinator.rebalance.protocols": "only the classic group protocol exists",
+    "group.coordinator.threads": "the group coordinator runs on the event loop",
+    "metric.reporters": "metrics go to the Prometheus endpoint only",
+    "metrics.num.samples": "metrics go to the Prometheus endpoint only",
+    "metrics.sample.window.ms": "metrics go to the Prometheus endpoint only",
+    "metrics.recording.level": "metrics go to the Prometheus endpoint only",
+    "auto.include.jmx.reporter": "there is no JMX",
+    "kafka.metrics.reporters": "metrics go to the Prometheus endpoint only",
+    "kafka.metrics.polling.interval.secs": "metrics go to the Prometheus endpoint only",
+}
+
+
+def ignored_settings_warning(props: Iterable[str]) -> str | None:
+    """The start-up warning naming the accepted-but-ignored settings among ``props`` (None if
+    there are none), in one line."""
+    keys = sorted(k for k in set(props) if k in IGNORED_SETTINGS)
+    if not keys:
+        return None
+    return ("these settings are accepted for compatibility with Kafka and ignored by kafkalite "
+            f"(see docs/operations.md): {', '.join(keys)}")
+
+
 def is_known_key(key: str) -> bool:
     return key in ALIAS_TO_FIELD or key in IGNORED_KEYS or key.startswith(IGNORED_KEY_PREFIXES)
 
@@ -742,6 +794,9 @@ def build_config(props: Mapping[str, str]) -> LoadedConfig:
         if java_trim(props.get(key, "false")).lower() == "true":
             raise ConfigError(key, f"{key}=true is not supported: {why}", "true")
     warnings = [f"unknown config key '{key}' ignored" for key in props if not is_known_key(key)]
+    ignored = ignored_settings_warning(props)
+    if ignored is not None:
+        warnings.append(ignored)
     # Only Kafka key names reach the model: a snake_case key in a file is unknown, not a field.
     values = {key: java_trim(value) for key, value in props.items() if key in ALIAS_TO_FIELD}
     try:

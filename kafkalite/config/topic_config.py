@@ -126,14 +126,16 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "max.message.bytes": "Largest record batch (after compression) accepted for this topic.",
     "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps "
                               "each batch with the broker's time on append.",
-    "file.delete.delay.ms": "Delay before a deleted segment's files are removed from disk.",
+    "file.delete.delay.ms": "Delay before the files of a segment deleted by retention, truncation or "
+                            "compaction (renamed .deleted meanwhile) are removed from disk.",
     "cleanup.policy": "Comma-separated list of delete (time/size retention) and compact (keep "
                       "the latest record per key).",
     "min.insync.replicas": "Replicas that must be in sync for an acks=all produce to succeed "
                            "(NOT_ENOUGH_REPLICAS otherwise).",
     "flush.messages": "Number of appended records after which the log is fsynced.",
-    "flush.ms": "Time after which unflushed data is fsynced.",
-    "preallocate": "Whether segment files are preallocated at their full size when created.",
+    "flush.ms": "Time after a log's last fsync after which its unflushed data is fsynced.",
+    "preallocate": "Whether segment files are preallocated at their full size when created. "
+                   "Accepted and ignored by kafkalite: segment files grow as they are written.",
     "delete.retention.ms": "How long tombstones are kept on a compacted topic after cleaning.",
     "min.compaction.lag.ms": "Minimum age of a record before compaction may remove it.",
     "max.compaction.lag.ms": "Maximum time a record may stay ineligible for compaction.",
@@ -155,9 +157,11 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
                               "are always stored in message format v2). Any valid Kafka version is "
                               "accepted and shown.",
     "leader.replication.throttled.replicas": "Replicas (partition:broker, or *) whose leader-side "
-                                             "replication traffic is throttled.",
+                                             "replication traffic is throttled. Stored and shown; "
+                                             "ignored by kafkalite, which has no replication quotas.",
     "follower.replication.throttled.replicas": "Replicas (partition:broker, or *) whose follower-side "
-                                               "replication traffic is throttled.",
+                                               "replication traffic is throttled. Stored and shown; "
+                                               "ignored by kafkalite, which has no replication quotas.",
     "remote.storage.enable": "Tiered storage for this topic; not available in kafkalite, only false "
                              "is accepted.",
     "local.retention.ms": "Local retention time with tiered storage; -2 means retention.ms.",
@@ -167,11 +171,14 @@ TOPIC_CONFIG_DOCS: dict[str, str] = {
     "remote.log.delete.on.disable": "Whether disabling tiered storage deletes the remote data; only false "
                                     "is accepted, as by a ZooKeeper-mode Kafka broker.",
     "compression.gzip.level": "gzip level (1-9, or -1 for the codec's default) for batches the broker "
-                              "compresses for this topic (stored and shown).",
-    "compression.lz4.level": "lz4 level (1-17) for batches the broker compresses for this topic (stored "
-                             "and shown).",
+                              "compresses for this topic. Stored and shown; ignored by kafkalite, "
+                              "which compresses with the codec's default level.",
+    "compression.lz4.level": "lz4 level (1-17) for batches the broker compresses for this topic. Stored "
+                             "and shown; ignored by kafkalite, which compresses with the codec's "
+                             "default level.",
     "compression.zstd.level": "zstd level (-131072 to 22) for batches the broker compresses for this "
-                              "topic (stored and shown).",
+                              "topic. Stored and shown; ignored by kafkalite, which compresses with "
+                              "the codec's default level.",
 }
 
 

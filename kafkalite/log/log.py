@@ -139,6 +139,12 @@ class FlushJob:
 
 
 FlushScheduler = Callable[["Log", "int | None"], None]
+# Called on an append to a log with a finite flush.ms: the LogManager flushes it once due.
+FlushTimer = Callable[["Log"], None]
+# flush.ms at or above this is Kafka's default Long.MAX_VALUE: no time-based flush.
+FLUSH_MS_NEVER = 2**62
+# Takes segments already renamed ``.deleted`` and removes them after the log's file.delete.delay.ms.
+SegmentDeleter = Callable[["Log", "list[LogSegment]"], None]
 
 
 def _as_byte_view(records: bytes | bytearray | memoryview) -> memoryview:
@@ -201,6 +207,10 @@ class Log:
         # Set by the LogManager when an event loop runs the fsyncs in its thread pool: roll
         # and flush.messages then ask it for a flush instead of fsyncing on this thread.
         self.flush_scheduler: FlushScheduler | None = None
+        # Set by the LogManager with its flusher: segments deleted by retention or truncation
+        # are renamed ``.deleted`` and removed after file.delete.delay.ms (None: removed at once).
+        self.segment_deleter: SegmentDeleter | None = None
+        self.flush_timer: FlushTimer | None = None
         try:
             self.topic, self.partition = parse_topic_partition(dir.name)
         except ValueError:
@@ -356,6 +366,10 @@ class Log:
         policies = {p.strip() for p in config.cleanup_policy.split(",")}
         self._is_compacted = "compact" in policies
         self._is_delete = "delete" in policies
+        timer: FlushTimer | None = getattr(self, "flush_timer", None)   # None in __init__
+        if timer is not None and config.flush_ms < FLUSH_MS_NEVER \
+                and self._next_offset > self._recovery_point:
+            timer(self)     # unflushed data: due by the new flush.ms
 
     @property
     def log_end_offset(self) -> int:
@@ -560,6 +574,8 @@ class Log:
                 self.flush_scheduler(self, None)    # fsync in the LogManager's thread pool
             else:
                 self.flush(now_ms=now_ms)
+        elif self.flush_timer is not None and self._config.flush_ms < FLUSH_MS_NEVER:
+            self.flush_timer(self)      # flush.ms: flushed once unflushed data is that old
 
     # -- rolling -----------------------------------------------------------------------------
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int,
@@ -904,8 +920,7 @@ class Log:
             return True
         self._truncations += 1
         keep = [s for s in self._segments if s.base_offset <= target_offset]
-        for s in self._segments[len(keep):]:
-            s.delete()
+        self._remove_and_delete_segments(self._segments[len(keep):])
         self._segments = keep
         self._bases = [s.base_offset for s in keep]
         keep[-1].truncate_to(target_offset, now)
@@ -922,8 +937,7 @@ class Log:
         self._check_open()
         now = _wall_ms() if now_ms is None else now_ms
         self._truncations += 1
-        for s in self._segments:
-            s.delete()
+        self._remove_and_delete_segments(self._segments)
         self._segments = [_new_segment(self.dir, new_offset, self._config, now)]
         self._bases = [new_offset]
         self._next_offset = new_offset
@@ -1100,8 +1114,7 @@ class Log:
         gone = {id(s) for s in deletable}
         self._segments = [s for s in self._segments if id(s) not in gone]
         self._bases = [s.base_offset for s in self._segments]
-        for s in deletable:
-            s.delete()
+        self._remove_and_delete_segments(deletable)
         first_base = self._segments[0].base_offset
         if first_base > self._log_start_offset:
             self._log_start_offset = first_base
@@ -1109,6 +1122,30 @@ class Log:
                 self._recovery_point = first_base
             self._on_log_start_offset_incremented()
         return count
+
+    def _remove_and_delete_segments(self, segments: Sequence[LogSegment]) -> None:
+        """Kafka's LocalLog.deleteSegmentFiles with asyncDelete: the files of segments just
+        taken out of the log are renamed ``.deleted`` at once (a restart removes such files)
+        and deleted after ``file.delete.delay.ms``, so a reader that located one of them just
+        before (an index lookup, a fetch being sent) still finds its files."""
+        if self.segment_deleter is None:
+            for s in segments:
+                s.delete()
+            return
+        renamed: list[LogSegment] = []
+        for s in segments:
+            s.close_handlers()
+            if s.suffix != DELETED_SUFFIX:
+                try:
+                    s.change_file_suffixes(s.suffix, DELETED_SUFFIX)
+                except (KafkaStorageError, OSError) as e:
+                    log.warning("%s: deleting segment %d now, renaming it failed: %s",
+                                self.name, s.base_offset, e)
+                    s.delete()
+                    continue
+            renamed.append(s)
+        if renamed:
+            self.segment_deleter(self, renamed)
 
     def _on_log_start_offset_incremented(self) -> None:
         start = self._log_start_offset

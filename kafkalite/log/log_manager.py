@@ -19,8 +19,13 @@ checkpoints and the marker are written: thousands of partitions shut down in a s
 
 Loading uses ``num.recovery.threads.per.data.dir`` threads per directory.
 
-Deleted partitions are renamed to ``<topic>-<partition>.<uuid>-delete`` and removed; leftovers
-of that kind are removed at start-up.
+Deleted partitions are renamed to ``<topic>-<partition>.<uuid>-delete`` and removed after the
+broker's ``log.segment.delete.delay.ms``; segments deleted by retention or truncation are renamed
+``.deleted`` and removed after the topic's ``file.delete.delay.ms`` (Kafka's asynchronous
+deletion: a fetch that located the files just before still reads them). Both delays run only
+with the flusher; pending deletions are dropped at shutdown, and leftovers of both kinds are
+removed at start-up. ``flush.ms``: a log with unflushed data is flushed once its last flush is
+that old (one timer per such log, armed by its appends).
 """
 from __future__ import annotations
 
@@ -47,8 +52,8 @@ from kafkalite.log.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE, PARTITIO
 from kafkalite.log.descriptor_limit import DescriptorBudget
 from kafkalite.log.errors import KafkaStorageError, LogError
 from kafkalite.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE_NAME
-from kafkalite.log.log import FlushJob, Log
-from kafkalite.log.segment import log_file, offset_index_file, time_index_file, txn_index_file
+from kafkalite.log.log import FLUSH_MS_NEVER, FlushJob, Log
+from kafkalite.log.segment import LogSegment, log_file, offset_index_file, time_index_file, txn_index_file
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +190,12 @@ class LogManager:
         # a lock per file so the pool never interleaves two writes of one file.
         self._written: dict[Path, bytes] = {}
         self._file_locks: dict[Path, threading.Lock] = {}
+        # Delayed deletions (file.delete.delay.ms) not yet due, and those running in the pool.
+        self._pending_deletions: dict[object, asyncio.TimerHandle] = {}
+        self._deletion_tasks: set[asyncio.Future[None]] = set()
+        # flush.ms timers of logs with unflushed data, with the flush.ms they were armed for;
+        # None: its flush was asked for, the timer is armed again once that flush round is over.
+        self._flush_timers: dict[Log, tuple[asyncio.TimerHandle, int] | None] = {}
 
     # -- start-up ----------------------------------------------------------------------------
     def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
@@ -451,9 +462,16 @@ class LogManager:
         try:
             os.rename(lg.dir, target)
         except FileNotFoundError:
-            target = lg.dir
-        shutil.rmtree(target, ignore_errors=True)
+            pass        # the caller renamed it (and deletes it: delete_dirs_later)
+        else:
+            log.info("Log for partition %s is renamed to %s and is scheduled for deletion",
+                     lg.name, target)
+            if not self.delete_dirs_later([target]):
+                shutil.rmtree(target, ignore_errors=True)
         self._flush_requests.pop(lg, None)
+        timer = self._flush_timers.pop(lg, None)
+        if timer is not None:
+            timer[0].cancel()
         if checkpoint:
             self._checkpoint_dir_soon(d)
         return lg
@@ -535,14 +553,17 @@ class LogManager:
         self._write_checkpoint(*self._recovery_points_of(d))
         self._write_checkpoint(*self._log_start_offsets_of(d))
 
+    def _on_loop(self) -> bool:
+        """Whether the flusher runs and this is its event loop's thread."""
+        try:
+            return self._loop is not None and asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
     def _checkpoint_dir_soon(self, d: Path) -> None:
         """Checkpoint ``d`` in the pool when the flusher runs: once for all the deletions of
         this pass of the loop (a StopReplica of thousands of partitions writes it once)."""
-        try:
-            on_loop = self._loop is not None and asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            on_loop = False
-        if not on_loop or self._loop is None:
+        if not self._on_loop() or self._loop is None:
             self._checkpoint_dir(d)
             return
         if d not in self._checkpoint_pending:
@@ -597,6 +618,8 @@ class LogManager:
     def _attach(self, lg: Log) -> None:
         if self._loop is not None:
             lg.flush_scheduler = self.schedule_flush
+            lg.segment_deleter = self._delete_segments_later
+            lg.flush_timer = self._on_unflushed_append
 
     def start_flusher(self) -> None:
         """From now on fsyncs run in the pool, driven by a task on the running loop."""
@@ -606,7 +629,7 @@ class LogManager:
         self._executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="kafka-log-flush")
         self._flush_wakeup = asyncio.Event()
         for lg in self._logs.values():
-            lg.flush_scheduler = self.schedule_flush
+            self._attach(lg)
         self._flusher = self._loop.create_task(self._run_flusher(), name="kafka-log-flusher")
 
     def schedule_flush(self, lg: Log, up_to_offset: int | None = None) -> None:
@@ -639,8 +662,13 @@ class LogManager:
             job = lg.prepare_flush(offset)
             if job is not None:
                 jobs.append((lg, job))
-        if not jobs:
-            return
+        try:
+            if jobs:
+                await self._run_flush_jobs(jobs)
+        finally:
+            self._rearm_flush_timers(requests)
+
+    async def _run_flush_jobs(self, jobs: list[tuple[Log, FlushJob]]) -> None:
         loop = asyncio.get_running_loop()
         start = time.monotonic()
         await asyncio.gather(*(loop.run_in_executor(self._executor, Log.run_flush, job)
@@ -652,10 +680,109 @@ class LogManager:
             lg.complete_flush(job, now_ms=now)
         log.debug("Flushed %d logs in %.1f ms", len(jobs), (time.monotonic() - start) * 1000)
 
+    # -- flush.ms ----------------------------------------------------------------------------
+    def _on_unflushed_append(self, lg: Log) -> None:
+        """Log.flush_timer: the log holds unflushed data and a finite flush.ms (Kafka checks
+        flush.ms every log.flush.scheduler.interval.ms, default never; a timer per dirty log
+        flushes it when due, whatever that interval)."""
+        armed = self._flush_timers.get(lg, False)
+        if armed is False:
+            self._arm_flush_timer(lg)
+        elif armed is not None and armed[1] != lg.config.flush_ms:   # flush.ms changed
+            armed[0].cancel()
+            self._arm_flush_timer(lg)
+
+    def _arm_flush_timer(self, lg: Log) -> None:
+        assert self._loop is not None
+        flush_ms = lg.config.flush_ms
+        due_in_ms = lg.last_flush_ms + flush_ms - self._clock_ms()
+        self._flush_timers[lg] = (self._loop.call_later(max(0, due_in_ms) / 1000,
+                                                        self._flush_ms_elapsed, lg), flush_ms)
+
+    def _flush_ms_elapsed(self, lg: Log) -> None:
+        """Kafka's flushDirtyLogs for one log: flushed if its last flush is flush.ms old, else
+        the timer waits for the new due time (a roll or flush.messages flushed it meanwhile)."""
+        del self._flush_timers[lg]
+        flush_ms = lg.config.flush_ms
+        if lg.closed or flush_ms >= FLUSH_MS_NEVER or lg.log_end_offset <= lg.recovery_point:
+            return
+        if self._clock_ms() - lg.last_flush_ms >= flush_ms:
+            self._flush_timers[lg] = None       # armed again after this flush round
+            self.schedule_flush(lg)
+        else:
+            self._arm_flush_timer(lg)
+
+    def _rearm_flush_timers(self, flushed: Iterable[Log]) -> None:
+        for lg in flushed:
+            if lg in self._flush_timers and self._flush_timers[lg] is None:
+                del self._flush_timers[lg]
+                if not lg.closed and lg.config.flush_ms < FLUSH_MS_NEVER \
+                        and lg.log_end_offset > lg.recovery_point:
+                    self._arm_flush_timer(lg)
+
+    # -- delayed deletion (file.delete.delay.ms) ---------------------------------------------
+    def _delete_segments_later(self, lg: Log, segments: list[LogSegment]) -> None:
+        """Log.segment_deleter: remove the ``.deleted`` files after the log's
+        ``file.delete.delay.ms`` (Kafka's "delete-file" task)."""
+        def delete() -> None:
+            log.info("Deleting segment files %s of %s", ", ".join(s.log_path.name for s in segments),
+                     lg.name)
+            for seg in segments:
+                seg.delete()
+        self._delete_later(lg.config.file_delete_delay_ms, delete)
+
+    def delete_dirs_later(self, dirs: list[Path]) -> bool:
+        """Remove partition directories already renamed ``-delete`` after the broker's
+        ``log.segment.delete.delay.ms`` (Kafka's asyncDelete: fetches already reading their
+        files finish), in the pool. On the loop; False (nothing done) without the flusher."""
+        if not self._on_loop():
+            return False
+
+        def delete() -> None:
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+                log.info("Deleted log %s.", d)
+        self._delete_later(self.default_config.file_delete_delay_ms, delete)
+        return True
+
+    def _delete_later(self, delay_ms: int, work: Callable[[], None]) -> None:
+        """Run ``work`` in the pool after ``delay_ms``. On the loop."""
+        loop = self._loop
+        assert loop is not None
+        key = object()
+
+        def submit() -> None:
+            del self._pending_deletions[key]
+            if self._executor is None:
+                return
+            fut = loop.run_in_executor(self._executor, work)
+            self._deletion_tasks.add(fut)
+            fut.add_done_callback(self._deletion_done)
+        self._pending_deletions[key] = loop.call_later(max(0, delay_ms) / 1000, submit)
+
+    def _deletion_done(self, fut: "asyncio.Future[None]") -> None:
+        self._deletion_tasks.discard(fut)
+        if not fut.cancelled() and fut.exception() is not None:
+            log.error("Error deleting log files", exc_info=fut.exception())
+
+    @property
+    def pending_deletions(self) -> int:
+        """Delayed deletions not yet due."""
+        return len(self._pending_deletions)
+
     async def stop_flusher(self) -> None:
         """Stop the flusher and wait for the fsyncs and checkpoint writes in flight."""
         for d in list(self._checkpoint_pending):
             self._submit_dir_checkpoint(d)
+        # Pending deletions are dropped, as Kafka's scheduler drops them at shutdown: the next
+        # start-up removes ``.deleted`` files and ``-delete`` directories.
+        for handle in self._pending_deletions.values():
+            handle.cancel()
+        self._pending_deletions.clear()
+        for timer in self._flush_timers.values():
+            if timer is not None:
+                timer[0].cancel()
+        self._flush_timers.clear()
         if self._flusher is not None:
             self._flusher.cancel()
             try:
@@ -663,13 +790,16 @@ class LogManager:
             except asyncio.CancelledError:
                 pass
             self._flusher = None
-        if self._checkpoint_tasks:
-            await asyncio.gather(*list(self._checkpoint_tasks), return_exceptions=True)
+        if self._checkpoint_tasks or self._deletion_tasks:
+            await asyncio.gather(*self._checkpoint_tasks, *self._deletion_tasks,
+                                 return_exceptions=True)
         if self._executor is not None:
             executor, self._executor = self._executor, None
             await asyncio.to_thread(executor.shutdown, True)
         for lg in self._logs.values():
             lg.flush_scheduler = None
+            lg.segment_deleter = None
+            lg.flush_timer = None
         self._flush_requests.clear()
         self._loop = None
 

@@ -212,8 +212,10 @@ class SocketServer:
 
     def __init__(self, endpoints: list[Endpoint], handler: RequestHandler, max_request_bytes: int,
                  send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1,
-                 zero_copy: bool = True, sendfile_min_bytes: int = SENDFILE_MIN_BYTES) -> None:
+                 zero_copy: bool = True, sendfile_min_bytes: int = SENDFILE_MIN_BYTES,
+                 listen_backlog: int = 1024) -> None:
         self._endpoints = endpoints
+        self._listen_backlog = listen_backlog     # socket.listen.backlog.size
         # sendfile loops block in poll() while a slow consumer's socket is full: their own threads
         self._sendfile = SendfileConfig(
             ThreadPoolExecutor(max_workers=SENDFILE_WORKERS, thread_name_prefix="sendfile")
@@ -235,7 +237,7 @@ class SocketServer:
                 server = await asyncio.start_server(
                     lambda r, w, ep=ep: self._accept(ep, r, w),
                     host=ep.host or None, port=ep.port, reuse_address=True, limit=1 << 20,
-                    backlog=1024, start_serving=False)
+                    backlog=self._listen_backlog, start_serving=False)
             except OSError as e:
                 raise SocketBindError(ep.host, ep.port, e) from e
             self._servers.append((ep, server))

@@ -500,7 +500,8 @@ class ReplicaManager:
     async def _delete_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, Exception]:
         """Delete the partitions' logs: each directory is renamed to its `-delete` name here (fast;
         the log manager removes such leftovers at start-up), the log manager forgets the log, and
-        the files go in a worker thread so a large log does not stall the loop."""
+        the files go in a worker thread after log.segment.delete.delay.ms, so a large log does
+        not stall the loop."""
         failures: dict[TopicPartition, Exception] = {}
         doomed: list[Path] = []
         checkpoint_dirs: set[Path] = set()
@@ -525,7 +526,8 @@ class ReplicaManager:
                 failures[tp] = e
         for d in sorted(checkpoint_dirs):
             self.log_manager.checkpoint_dir(d)
-        if doomed:
+        # removed after log.segment.delete.delay.ms by the log manager (Kafka's asyncDelete)
+        if doomed and not self.log_manager.delete_dirs_later(doomed):
             await asyncio.to_thread(lambda: [shutil.rmtree(d, ignore_errors=True) for d in doomed])
         return failures
 

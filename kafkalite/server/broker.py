@@ -184,7 +184,8 @@ class KafkaServer:
             handle_frame if cfg.kafkalite_metrics_prometheus_port is None else self.request_metrics.instrument(handle_frame),
             max_request_bytes=cfg.socket_request_max_bytes,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
-            receive_buffer_bytes=cfg.socket_receive_buffer_bytes)
+            receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+            listen_backlog=cfg.socket_listen_backlog_size)
         self.bound = await self.socket_server.bind()
 
         broker_info = BrokerInfo(self.broker_id, tuple(self._advertised(self.bound)), cfg.broker_rack)
@@ -403,12 +404,6 @@ class KafkaServer:
                 if deleted:
                     log.info("retention deleted %d segment(s) of %s", deleted, tp)
 
-        def flush() -> None:
-            # handed to the log manager's flusher: the fsyncs run in its thread pool
-            for p in list(rm.partitions.values()):
-                if not p.log.closed and p.log.log_end_offset > p.log.recovery_point:
-                    lm.schedule_flush(p.log)
-
         self.scheduler.schedule("kafka-log-retention", retention, cfg.log_retention_check_interval_ms,
                                 initial_delay_ms=30_000 if cfg.log_retention_check_interval_ms > 30_000 else None)
         # written in the log manager's pool, and only when they changed
@@ -421,9 +416,7 @@ class KafkaServer:
                                 cfg.replica_high_watermark_checkpoint_interval_ms)
         # Kafka's isr-expiration: leaders drop followers that fell behind
         self.scheduler.schedule("isr-expiration", rm.shrink_isrs, max(1, cfg.replica_lag_time_max_ms // 2))
-        flush_ms = cfg.log_flush_interval_ms_effective
-        if flush_ms < 2**62:
-            self.scheduler.schedule("kafka-log-flusher", flush, flush_ms)
+        # flush.ms (default log.flush.interval.ms): the log manager flushes each dirty log when due
         # Kafka's PeriodicProducerExpirationCheck: forget producers idle past producer.id.expiration.ms
         self.scheduler.schedule(
             "PeriodicProducerExpirationCheck",

@@ -53,7 +53,8 @@ NO_PARTITION_MESSAGE = "The partition does not exist."
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper_server: Any) -> Iterator[Cluster]:
-    c = Cluster(3, zookeeper=zookeeper_server.connect_string)
+    # a removed replica's <topic>-<p>.<id>-delete directory goes after log.segment.delete.delay.ms
+    c = Cluster(3, {"log.segment.delete.delay.ms": "1000"}, zookeeper=zookeeper_server.connect_string)
     try:
         c.start()
         ids = [0, 1, 2]

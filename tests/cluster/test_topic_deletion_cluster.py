@@ -43,8 +43,10 @@ def _protocol() -> Any:
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper_server: Any) -> Iterator[LocalCluster]:
-    # the deletion test waits for the killed broker's session expiry
-    with LocalCluster(zookeeper_server.connect_string, 3, FAST_EXPIRY) as c:
+    # the deletion test waits for the killed broker's session expiry, and for the deleted
+    # replicas' <topic>-<p>.<id>-delete directories, removed after log.segment.delete.delay.ms
+    with LocalCluster(zookeeper_server.connect_string, 3,
+                      {**FAST_EXPIRY, "log.segment.delete.delay.ms": "1000"}) as c:
         yield c
 
 

@@ -57,6 +57,7 @@ def make(services: BrokerServices) -> ApiSpec:
     cache = services.metadata_cache
     replica_manager = services.replica_manager
     sessions = services.fetch_sessions
+    fetch_max_bytes = services.config.fetch_max_bytes
 
     def convert_for_old_fetcher(v: int, tp: TopicPartition, fetch_offset: int,
                                 r: FetchPartitionResult) -> tuple[FetchPartitionResult, bool]:
@@ -138,8 +139,10 @@ def make(services: BrokerServices) -> ApiSpec:
         client_metadata = ClientMetadata(req.rack_id or "", ctx.client_id or "", ctx.connection.client_host,
                                          "User:ANONYMOUS", ctx.listener_name) \
             if v >= FIRST_CLIENT_METADATA_VERSION and replica_id < 0 else None
+        # KafkaApis caps a fetch at the broker's fetch.max.bytes (min.bytes follows)
+        max_bytes = min(req.max_bytes, fetch_max_bytes)
         results = await replica_manager.fetch_messages(
-            max_wait, req.min_bytes, req.max_bytes, req.isolation_level, to_read,
+            max_wait, min(req.min_bytes, max_bytes), max_bytes, req.isolation_level, to_read,
             min_one_message=v > LAST_HARD_MAX_BYTES_VERSION,
             # Kafka's FetchParams.fetchOnlyLeader: a consumer sending client metadata (v11+) may read a follower
             fetch_only_leader=replica_id >= 0 or v < FIRST_CLIENT_METADATA_VERSION,
