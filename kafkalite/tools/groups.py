@@ -246,6 +246,8 @@ def _read_reset_plan(path: str, groups: list[str]) -> ResetPlan:
 def _run(args: argparse.Namespace) -> int:
     _validate(args)
     with common.admin_client(args) as admin:
+        if args.group:
+            _await_coordinators(admin, list(dict.fromkeys(args.group)), args.request_timeout_ms)
         return {"list": _list, "describe": _describe, "reset_offsets": _reset_offsets, "delete": _delete,
                 "delete_offsets": _delete_offsets}[args.action](admin, args)
 
@@ -253,6 +255,25 @@ def _run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 # Lookups
 # --------------------------------------------------------------------------------------------
+
+def _await_coordinators(admin: Any, groups: list[str], timeout_ms: int) -> None:
+    """Look up the groups' coordinators, retrying while the broker answers a retriable error:
+    a fresh broker answers the first FindCoordinator COORDINATOR_NOT_AVAILABLE while it creates
+    __consumer_offsets, and Kafka's AdminClient retries until its timeout where kafka-python's
+    raises at once. The coordinators found are cached by the client for the calls that follow."""
+    import kafka.errors as Errors
+
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        try:
+            admin._manager.run(admin._find_coordinator_ids, groups)
+            return
+        except (Errors.CoordinatorNotAvailableError, Errors.CoordinatorLoadInProgressError,
+                Errors.NotCoordinatorError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+
 
 def _consumer_groups(admin: Any) -> list[dict[str, Any]]:
     """Consumer groups (protocol type `consumer`, or empty for groups that only commit), as

@@ -401,3 +401,18 @@ def test_reset_offsets_export_and_from_file(bs: str, admin: KafkaAdminClient, tm
                     "--dry-run") == \
         Run(1, "", f"kafkalite groups: cannot read {tmp_path / 'nope.csv'}: No such file or directory\n")
     assert committed(admin, g) == {(t, 0): 4, (t, 1): 2} and committed(admin, h) == {(t, 0): 4}
+
+
+def test_first_groups_command_on_a_fresh_broker_waits_for_the_coordinator() -> None:
+    # The first FindCoordinator of a fresh broker creates __consumer_offsets and is answered
+    # COORDINATOR_NOT_AVAILABLE; the tool retries within --request-timeout-ms, as Kafka's
+    # AdminClient does, instead of failing the operator's first command.
+    with BrokerProcess() as b:
+        t, g = unique("fresh-reset"), unique("fresh-reset-g")
+        assert run_tool(b.bootstrap_servers, "topics", "--create", "--topic", t).rc == 0
+        produce(b.bootstrap_servers, t, [b"a", b"b", b"c"])
+        r = run_tool(b.bootstrap_servers, "groups", "--reset-offsets", "--group", g, "--topic", t,
+                     "--to-offset", "2", "--execute")
+        assert (r.rc, r.err, table(r.out)) == (0, "", [RESET_HEAD, [g, t, "0", "2"]])
+        with KafkaAdminClient(bootstrap_servers=b.bootstrap_servers) as a:
+            assert committed(a, g) == {(t, 0): 2}
