@@ -210,12 +210,11 @@ def _alter(admin: Any, args: argparse.Namespace) -> int:
         return 0
     out: list[str] = []
     if args.partitions:
-        current = len(md["partitions"])
         response = admin.create_partitions({args.topic: args.partitions}, raise_errors=False)
         (result,) = response.results
         if result.error_code:
             raise ToolError(common.error_text(result.error_code, result.error_message))
-        out.append(f"Increased the partition count of topic {args.topic} from {current} to {args.partitions}.")
+        # kafka-topics.sh prints nothing on success here (nor for --delete)
     if args.configs or args.delete_config:
         configs_tool.alter_resource(admin, "topics", args.topic, args.configs, args.delete_config)
         out.append(f"Completed updating config for topic {args.topic}.")
@@ -230,5 +229,4 @@ def _delete(admin: Any, args: argparse.Namespace) -> int:
     (topic,) = result["topics"]
     if topic["error_code"]:
         raise ToolError(common.error_text(topic["error_code"], topic.get("error_message")))
-    common.print_lines([f"Deleted topic {args.topic}."])
     return 0

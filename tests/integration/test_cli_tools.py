@@ -163,7 +163,7 @@ def test_topics_create_list_delete_and_their_errors(bs: str, admin: KafkaAdminCl
     assert names == sorted(names) and t in names
     assert all(not n.startswith("__") for n in run_tool(bs, "topics", "--list", "--exclude-internal").out.splitlines())
 
-    assert run_tool(bs, "topics", "--delete", "--topic", t) == Run(0, f"Deleted topic {t}.\n", "")
+    assert run_tool(bs, "topics", "--delete", "--topic", t) == Run(0, "", "")
     (md,) = admin.describe_topics([t])
     assert md["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert run_tool(bs, "topics", "--delete", "--topic", t) == \
@@ -547,7 +547,7 @@ def test_topics_describe_and_alter(bs: str, admin: KafkaAdminClient) -> None:
     assert run_tool(bs, "topics", "--describe", "--topic", t) == Run(0, head + parts, "")
 
     assert run_tool(bs, "topics", "--alter", "--topic", t, "--partitions", "4") == \
-        Run(0, f"Increased the partition count of topic {t} from 2 to 4.\n", "")
+        Run(0, "", "")
     (md,) = admin.describe_topics([t])
     assert sorted(p["partition_index"] for p in md["partitions"]) == [0, 1, 2, 3]
     assert run_tool(bs, "topics", "--alter", "--topic", t, "--partitions", "3") == \
