@@ -28,7 +28,8 @@ if [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
 elif python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
     PYTHON="$(python3 -c 'import sys; print(sys.executable)')"
 else
-    [ -x .venv/bin/python ] || python3 -m venv .venv
+    # a .venv left without pip (ensurepip was missing) is made again
+    .venv/bin/python -m pip --version >/dev/null 2>&1 || python3 -m venv --clear .venv
     PYTHON="$PWD/.venv/bin/python"
 fi
 # its bin first on PATH, as `activate` does, for the console scripts (`kafkalite`) and tools it installs
@@ -40,7 +41,11 @@ export PATH="$VIRTUAL_ENV/bin:$PATH"
 # processes, ZooKeeper and JVMs, so two workers overlap that), then the `serial` ones alone (they
 # bound a latency or load both cores). Exit 5 (nothing selected) of one phase is no failure when
 # the other ran tests, so `bash scripts/test.sh tests/unit/test_x.py -k foo` works as before.
+for arg in "$@"; do
+    case "$arg" in --phase|--phase=*) echo "scripts/test.sh runs both phases itself: run pytest directly for --phase" >&2; exit 4;; esac
+done
 "$PYTHON" -m pytest -q -n "${KAFKALITE_TEST_WORKERS:-2}" --dist loadgroup --phase parallel "$@" && parallel=0 || parallel=$?
+[ "$parallel" = 2 ] && exit 2   # interrupted (Ctrl-C): no second phase
 "$PYTHON" -m pytest -q --phase serial "$@" -n 0 && serial=0 || serial=$?
 if [ "$parallel" = 5 ] && [ "$serial" = 5 ]; then exit 5; fi
 for rc in "$parallel" "$serial"; do [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit "$rc"; done

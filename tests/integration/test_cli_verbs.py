@@ -20,7 +20,7 @@ from tests.harness import BrokerProcess
 from tests.integration.test_cli_tools import Run, committed, produce, run_tool, table, unique
 from tests.integration.util import wait_until
 # the module's own broker, admin client and free port (module-scoped fixtures are per importing module)
-from tests.integration.test_cli_tools import admin, bs, free_port  # noqa: F401 - the pytest fixtures
+from tests.integration.test_cli_tools import admin, bs  # noqa: F401 - the pytest fixtures
 
 CLOSED = "127.0.0.1:1"  # nothing listens there: a tool that tried to connect would fail differently
 BAD_NAME = ("topic name is invalid: 'a b' contains one or more characters other than ASCII alphanumerics, "
@@ -183,12 +183,12 @@ def test_bad_topic_names_are_one_line_before_any_request() -> None:
                            "longer than the max allowed length 249\n")
 
 
-def test_console_consumer_with_a_short_request_timeout_reports_the_connection(free_port: int) -> None:
+def test_console_consumer_with_a_short_request_timeout_reports_the_connection() -> None:
     """kafka-python refuses a request timeout not above fetch.max.wait.ms (500): the tool lowers
     the wait instead, so a short --request-timeout-ms reports what happened."""
-    (r,) = run_many([["console-consumer", "--topic", "t", "--bootstrap-server", f"127.0.0.1:{free_port}",
+    (r,) = run_many([["console-consumer", "--topic", "t", "--bootstrap-server", CLOSED,
                       "--request-timeout-ms", "300", "--timeout-ms", "100"]])
-    assert r == Run(1, "", f"kafkalite console-consumer: cannot connect to 127.0.0.1:{free_port}: "
+    assert r == Run(1, "", f"kafkalite console-consumer: cannot connect to {CLOSED}: "
                            "no broker answered within 300 ms\n")
 
 
@@ -196,7 +196,7 @@ def test_console_consumer_with_a_short_request_timeout_reports_the_connection(fr
 # Properties files applied
 # ============================================================================================
 
-def test_command_config_supplies_the_connection_and_the_flags_win(bs: str, tmp_path: Path, free_port: int) -> None:
+def test_command_config_supplies_the_connection_and_the_flags_win(bs: str, tmp_path: Path) -> None:
     good = write(tmp_path / "admin.properties",
                  f"# kafka-topics.sh --command-config\nbootstrap.servers = {bs}\nclient.id: cli-verbs\n"
                  "security.protocol=PLAINTEXT\nrequest.timeout.ms=20000\n")
@@ -205,13 +205,13 @@ def test_command_config_supplies_the_connection_and_the_flags_win(bs: str, tmp_p
         Run(0, f"Created topic {t}.\n", "")
     assert t in run_tool(None, "topics", "--command-config", good, "--list").out.split()
     # the file's request.timeout.ms bounds the connection; --bootstrap-server overrides the file
-    dead = write(tmp_path / "dead.properties", f"bootstrap.servers=127.0.0.1:{free_port}\nrequest.timeout.ms=700\n")
+    dead = write(tmp_path / "dead.properties", f"bootstrap.servers={CLOSED}\nrequest.timeout.ms=700\n")
     assert run_tool(None, "topics", "--command-config", dead, "--list") == \
-        Run(1, "", f"kafkalite topics: cannot connect to 127.0.0.1:{free_port}: no broker answered within 700 ms\n")
+        Run(1, "", f"kafkalite topics: cannot connect to {CLOSED}: no broker answered within 700 ms\n")
     assert t in run_tool(bs, "topics", "--command-config", dead, "--list").out.split()
     assert run_tool(None, "configs", "--command-config", dead, "--request-timeout-ms", "600",
                     "--entity-type", "brokers", "--describe") == \
-        Run(1, "", f"kafkalite configs: cannot connect to 127.0.0.1:{free_port}: no broker answered within 600 ms\n")
+        Run(1, "", f"kafkalite configs: cannot connect to {CLOSED}: no broker answered within 600 ms\n")
 
 
 def test_producer_config_and_producer_property_precedence(bs: str, tmp_path: Path) -> None:

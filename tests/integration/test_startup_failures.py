@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from kafkalite.testing import Broker
 from tests.support.zookeeper import free_port
 
@@ -104,7 +106,13 @@ def _in_own_mount(tmp_path: Path, mount: str, prepare: str, *serve_args: str) ->
     target.mkdir()
     script = (f"mount {mount} {shlex.quote(str(target))} && {prepare} exec "
               + " ".join(shlex.quote(a) for a in _serve_command(*serve_args)))
-    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+    # root (CI) needs only a mount namespace; otherwise a user namespace makes us root in it
+    userns = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    r = subprocess.run(["unshare", *userns, "--mount", "true"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        pytest.fail(f"cannot make a mount namespace for this test (unshare {' '.join(userns)} --mount: "
+                    f"{r.stderr.strip()}): run it as root or enable user namespaces")
+    return subprocess.run(["unshare", *userns, "--mount", "sh", "-c", script],
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 
