@@ -268,3 +268,23 @@ def print_lines(lines: Iterable[str]) -> None:
 
 def tp_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+_PROPERTY_LINE = re.compile(r"^((?:\\.|[^=:\s])+)\s*[=:]?\s*(.*)$")
+
+
+def load_client_properties(path: str) -> dict[str, str]:
+    """A Java properties file of client settings (`--command-config`, `--producer.config`):
+    `key=value`, `key: value` or `key value` lines, `#`/`!` comments; ToolError when it cannot
+    be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ToolError(f"cannot read {path}: {e.strerror}") from None
+    props: dict[str, str] = {}
+    for line in (raw.strip() for raw in lines):
+        m = _PROPERTY_LINE.match(line)
+        if m and line[0] not in "#!":
+            props[m.group(1).replace("\\", "")] = m.group(2)
+    return props

@@ -20,7 +20,7 @@ import os
 import struct
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Optional, TextIO
+from typing import Callable, Iterator, Optional, TextIO
 
 from kafkalite.tools import common
 from kafkalite.tools.common import ToolError
@@ -116,11 +116,11 @@ class FileBatch:
 
 
 def file_batches(data: memoryview, display_name: str, start: int = 0,
-                 end: Optional[int] = None) -> "list[FileBatch]":
-    """The complete batches between start and end. A size below the smallest record overhead is
-    corruption (Kafka's CorruptRecordException); a batch running past the end stops the walk."""
+                 end: Optional[int] = None) -> Iterator[FileBatch]:
+    """The complete batches between start and end, lazily: Kafka prints the batches before a
+    corrupt one, then dies of it. A size below the smallest record overhead is corruption
+    (Kafka's CorruptRecordException); a batch running past the end stops the walk."""
     end = len(data) if end is None else min(end, len(data))
-    out: list[FileBatch] = []
     position = start
     while position < end - HEADER_SIZE_UP_TO_MAGIC:
         size = struct.unpack_from(">i", data, position + 8)[0]
@@ -130,10 +130,8 @@ def file_batches(data: memoryview, display_name: str, start: int = 0,
         if position > end - LOG_OVERHEAD - size:
             break
         magic = struct.unpack_from(">b", data, position + 16)[0]
-        out.append(FileBatch(position, size + LOG_OVERHEAD, magic,
-                             data[position:position + size + LOG_OVERHEAD]))
+        yield FileBatch(position, size + LOG_OVERHEAD, magic, data[position:position + size + LOG_OVERHEAD])
         position += size + LOG_OVERHEAD
-    return out
 
 
 @dataclass(frozen=True)
@@ -443,11 +441,11 @@ def dump_index(path: str, opts: Options, reports: Reports, out: Callable[[str], 
         # A preallocated index of a crashed broker ends in zeros: stop at the first one.
         if offset == base and i > 0:
             return
-        first = file_batches(log_data, display_path(sibling(path, LOG_SUFFIX)), position,
-                             position + opts.max_message_size)
-        if not first:
-            raise DumpError("No batch at position " + str(position))
-        batch_last = view_batch(first[0]).last_offset
+        first = next(file_batches(log_data, display_path(sibling(path, LOG_SUFFIX)), position,
+                                  position + opts.max_message_size), None)
+        if first is None:   # Kafka dies of NoSuchElementException here
+            raise DumpError(f"no batch at position {position} of {sibling(path, LOG_SUFFIX)}")
+        batch_last = view_batch(first).last_offset
         if batch_last != offset:
             reports.index_mismatches.setdefault(os.path.abspath(path), []).append((offset, batch_last))
         if not opts.verify_only:
