@@ -346,12 +346,17 @@ def display_path(arg: str) -> str:
     return collapsed if collapsed else "/"
 
 
+def java_absolute(path: str) -> str:
+    """java.io.File's getAbsolutePath: the working directory prepended, `..` left as it is."""
+    return display_path(path if path.startswith("/") else f"{os.getcwd()}/{path}")
+
+
 def read_file(path: str) -> memoryview:
     try:
         with open(path, "rb") as f:
             return memoryview(f.read())
-    except FileNotFoundError:
-        raise DumpError(f"{path} (No such file or directory)") from None
+    except FileNotFoundError:   # Kafka dies of java.nio.file.NoSuchFileException: <path>
+        raise DumpError(path) from None
     except IsADirectoryError:
         raise DumpError(f"{path} (Is a directory)") from None
     except PermissionError:
@@ -368,7 +373,7 @@ def base_offset_of(path: str) -> int:
 
 
 def sibling(path: str, suffix: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(path).split(".")[0] + suffix)
+    return os.path.join(os.path.dirname(java_absolute(path)), os.path.basename(path).split(".")[0] + suffix)
 
 
 def dump_log(path: str, opts: Options, reports: Reports, out: Callable[[str], None]) -> None:
@@ -385,7 +390,7 @@ def dump_log(path: str, opts: Options, reports: Reports, out: Callable[[str], No
         if opts.deep:
             for record in batch_records(batch, view):
                 if last_offset != -1 and record.offset != last_offset + 1:
-                    reports.non_consecutive.setdefault(os.path.abspath(path), []).append((last_offset, record.offset))
+                    reports.non_consecutive.setdefault(java_absolute(path), []).append((last_offset, record.offset))
                 last_offset = record.offset
                 out(record_line(record, view, opts.print_data, opts.skip_record_metadata, opts.parser))
         valid += batch.size
@@ -402,7 +407,7 @@ def finish_sanity_check(kind: str, path: str, data: memoryview, entry: struct.St
                         out: Callable[[str], None]) -> None:
     """The last of Kafka's index sanity checks, a whole number of entries, then its verdict."""
     if len(data) % entry.size:
-        raise DumpError(f"{kind} {os.path.abspath(path)} is corrupt, found {len(data)} bytes which is "
+        raise DumpError(f"{kind} {java_absolute(path)} is corrupt, found {len(data)} bytes which is "
                         f"neither positive nor a multiple of {entry.size}")
     out(f"{display_path(path)} passed sanity check.")
 
@@ -432,7 +437,7 @@ def dump_index(path: str, opts: Options, reports: Reports, out: Callable[[str], 
     if opts.index_sanity_only:
         last_rel = OFFSET_INDEX_ENTRY.unpack_from(index, (entries - 1) * OFFSET_INDEX_ENTRY.size)[0]
         if base + last_rel < base:
-            raise DumpError(f"Corrupt index found, index file {os.path.abspath(path)} has non-zero size but the "
+            raise DumpError(f"Corrupt index found, index file {java_absolute(path)} has non-zero size but the "
                             f"last offset is {base + last_rel} which is less than the base offset {base}")
         return finish_sanity_check("Index file", path, index, OFFSET_INDEX_ENTRY, out)
     for i in range(entries):
@@ -447,7 +452,7 @@ def dump_index(path: str, opts: Options, reports: Reports, out: Callable[[str], 
             raise DumpError(f"no batch at position {position} of {sibling(path, LOG_SUFFIX)}")
         batch_last = view_batch(first).last_offset
         if batch_last != offset:
-            reports.index_mismatches.setdefault(os.path.abspath(path), []).append((offset, batch_last))
+            reports.index_mismatches.setdefault(java_absolute(path), []).append((offset, batch_last))
         if not opts.verify_only:
             out(f"offset: {offset} position: {position}")
 
@@ -463,7 +468,7 @@ def dump_time_index(path: str, opts: Options, reports: Reports, out: Callable[[s
         if entries:
             first_ts = TIME_INDEX_ENTRY.unpack_from(time_index, 0)[0]
             last_ts, last_rel = TIME_INDEX_ENTRY.unpack_from(time_index, (entries - 1) * TIME_INDEX_ENTRY.size)
-            where = f"time index file ({os.path.abspath(path)}) has non-zero size"
+            where = f"time index file ({java_absolute(path)}) has non-zero size"
             if last_ts < first_ts:
                 raise DumpError(f"Corrupt time index found, {where} but the last timestamp is {last_ts} which "
                                 f"is less than the first timestamp {first_ts}")
@@ -473,7 +478,7 @@ def dump_time_index(path: str, opts: Options, reports: Reports, out: Callable[[s
         return finish_sanity_check("Time index file", path, time_index, TIME_INDEX_ENTRY, out)
     shown_log = display_path(sibling(path, LOG_SUFFIX))
     index_count = index_entries(index, OFFSET_INDEX_ENTRY)
-    absolute = os.path.abspath(path)
+    absolute = java_absolute(path)
     prev_timestamp = -1
     for i in range(entries):
         timestamp, rel = TIME_INDEX_ENTRY.unpack_from(time_index, i * TIME_INDEX_ENTRY.size)
@@ -506,7 +511,7 @@ def dump_txn_index(path: str, out: Callable[[str], None]) -> None:
     from kafkalite.log.transaction_index import ABORTED_TXN_VERSION, decode_entries
 
     try:
-        entries = decode_entries(bytes(read_file(path)), os.path.abspath(path))
+        entries = decode_entries(bytes(read_file(path)), java_absolute(path))
     except DumpError:
         raise
     except Exception as e:  # noqa: BLE001 - a corrupt index is what Kafka dies of too

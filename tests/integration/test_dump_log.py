@@ -124,7 +124,7 @@ def log_dir(request: pytest.FixtureRequest) -> Path:
 def test_every_file_kind_is_in_the_workload(log_dir: Path) -> None:
     kinds = {p.suffix for p in partition_files(log_dir)}
     assert kinds == {".log", ".index", ".timeindex", ".snapshot", ".txnindex"}
-    assert len([p for p in partition_files(log_dir) if p.suffix == ".log" and p.parent.name == "plain-0"]) > 3
+    assert len([p for p in partition_files(log_dir) if p.suffix == ".log" and p.parent.name == "plain-0"]) >= 3
 
 
 @pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: " ".join(o) or "shallow")
@@ -136,7 +136,7 @@ def test_output_is_kafkas(log_dir: Path, options: list[str]) -> None:
     # The comparison means something: batches, records and index entries are all in it.
     assert ours.stdout.count("baseOffset: ") >= (20 if "--verify-index-only" not in options
                                                   and "--index-sanity-check" not in options else 0)
-    if "--print-data-log" in options:
+    if "--print-data-log" in options and "--skip-record-metadata" not in options:
         assert "endTxnMarker: ABORT" in ours.stdout and "payload: \ufffd\ufffdbad" in ours.stdout
 
 
@@ -159,8 +159,8 @@ def test_relative_paths_and_mismatch_reports(kafkalite_log_dir: Path, tmp_path: 
     theirs = kafka_dump(rel, "--deep-iteration")
     ours = kafkalite_dump(rel, "--deep-iteration")
     assert_same_as_kafka(ours, theirs)
-    assert f"Mismatches in :{index}" in ours.stderr.splitlines()
-    assert f"Found timestamp mismatch in :{time_index}" in ours.stderr.splitlines()
+    assert f"Mismatches in :{os.getcwd()}/{rel[0]}" in ours.stderr.splitlines()
+    assert f"Found timestamp mismatch in :{os.getcwd()}/{rel[1]}" in ours.stderr.splitlines()
     assert ours.returncode == theirs.returncode == 0
 
 

@@ -101,7 +101,7 @@ def test_dump_log_bad_files(segment: Path, tmp_path: Path) -> None:
     assert (r.returncode, r.stdout, r.stderr) == (0, f"Dumping {other}\n", f"Ignoring unknown file {other}\n")
     missing = tmp_path / "00000000000000000099.log"
     r = dump("--files", str(missing))
-    assert (r.returncode, r.stderr) == (1, f"kafkalite dump-log: {missing} (No such file or directory)\n")
+    assert (r.returncode, r.stderr) == (1, f"kafkalite dump-log: {missing}\n")
 
 
 def test_java_hash_orders() -> None:
