@@ -117,7 +117,8 @@ def _run(args: argparse.Namespace) -> int:
     wanted = parse_id_list(args.broker_list, "broker id")
     topics = {t for t in args.topic_list.split(",") if t}
     with command_config.admin_client(args) as admin:
-        cluster = {b["node_id"] for b in admin.describe_cluster()["brokers"]}
+        # kafka-python names the id broker_id (DescribeCluster, and its Metadata fallback renames node_id).
+        cluster = {_get(b, "broker_id", "node_id") for b in admin.describe_cluster()["brokers"]}
         missing = set(wanted) - cluster
         if missing:
             raise ToolError(f"ERROR: The given brokers do not exist from --broker-list: {comma_list(missing)}. "
