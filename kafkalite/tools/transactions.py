@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from kafkalite.tools import command_config, common
 from kafkalite.tools.common import ToolError
@@ -28,8 +28,9 @@ DESCRIBE_HEADERS = ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerE
 PRODUCERS_HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
                      "CurrentTransactionStartOffset")
 # Kafka's exception messages (Errors.message()) where kafka-python's descriptions differ.
-KAFKA_MESSAGES = {3: "This server does not host this topic-partition.",
-                  105: "The transactionalId could not be found."}
+KAFKA_MESSAGES = {3: "This server does not host this topic-partition."}
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: Kafka's admin client retries these.
+RETRIED_COORDINATOR_ERRORS = {14, 15, 16}
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -66,10 +67,21 @@ def optional(value: int) -> str:
     return "None" if value is None or value < 0 else str(value)
 
 
-def failure(what: str, exc: BaseException) -> ToolError:
+def failure(what: str, exc: BaseException, reason: Optional[str] = None) -> ToolError:
     code = getattr(exc, "errno", None)
-    reason = KAFKA_MESSAGES.get(code) or getattr(exc, "description", None) or str(exc)
+    reason = reason or KAFKA_MESSAGES.get(code) or getattr(exc, "description", None) or str(exc)
     return ToolError(f"{what}: {reason}. Enable debug logging for additional detail.")
+
+
+def describe_transactions_reason(transactional_id: str, exc: BaseException) -> Optional[str]:
+    """The message of the exception Kafka's admin client (DescribeTransactionsHandler) fails a
+    transactional id with, for an error code it does not retry; None for the others."""
+    code = getattr(exc, "errno", None)
+    if code is None or code in RETRIED_COORDINATOR_ERRORS:
+        return None
+    prefix = f"DescribeTransactions request for transactionalId `{transactional_id}` failed"
+    return {53: f"{prefix} due to authorization failure",
+            105: f"{prefix} because the ID could not be found"}.get(code, f"{prefix} due to unexpected error")
 
 
 def state_name(state: Any) -> str:
@@ -113,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
                 described = admin.describe_transactions([args.transactional_id])[args.transactional_id]
             except Errors.KafkaError as e:
                 raise failure(f"Failed to describe transaction state of transactional-id `{args.transactional_id}`",
-                              e) from None
+                              e, describe_transactions_reason(args.transactional_id, e)) from None
             lines = table_lines(DESCRIBE_HEADERS, [describe_row(args.transactional_id, described,
                                                                 int(time.time() * 1000))])
         else:
