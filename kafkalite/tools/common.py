@@ -204,7 +204,8 @@ def run_tool(tool: str, func: Callable[[argparse.Namespace], int], args: argpars
     stderr and exit code 1."""
     quiet_client_logging()
     try:
-        resolve_client_properties(args)
+        if hasattr(args, "bootstrap_server"):   # a client of a broker (dump-log reads files)
+            resolve_client_properties(args)
         return int(func(args) or 0)
     except ToolError as e:
         _fail(tool, str(e))
@@ -495,3 +496,4 @@ def print_lines(lines: Iterable[str]) -> None:
 
 def tp_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+

@@ -1,6 +1,7 @@
 """`kafkalite serve` as a process: config errors, warnings, the ready line, port 0, clean shutdown."""
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -121,3 +122,19 @@ def test_in_flight_long_poll_is_answered_on_sigterm(tmp_path: Path) -> None:
             b.proc = None
     finally:
         b.close()
+
+
+def test_every_sub_command_builds_its_parser_and_prints_its_usage() -> None:
+    # the sub-parsers are built together: an option added twice to one of them (a conflicting
+    # option string) would make every command, `serve` included, fail with a traceback
+    from kafkalite.tools import TOOL_MODULES
+
+    top = subprocess.run([sys.executable, "-m", "kafkalite", "--help"], capture_output=True, text=True, timeout=60)
+    assert top.returncode == 0 and top.stderr == ""
+    commands = re.search(r"\{([a-z,-]+)\}", top.stdout).group(1).split(",")
+    assert len(commands) == len(TOOL_MODULES) + 1 and commands[0] == "serve"
+    for command in commands:
+        r = subprocess.run([sys.executable, "-m", "kafkalite", command, "--help"], capture_output=True, text=True,
+                           timeout=60)
+        assert (r.returncode, r.stderr) == (0, ""), command
+        assert r.stdout.startswith(f"usage: kafkalite {command} "), command
