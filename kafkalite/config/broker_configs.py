@@ -103,7 +103,7 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "socket.request.max.bytes": "Largest request frame accepted; larger frames close the connection.",
     "socket.send.buffer.bytes": "SO_SNDBUF of client sockets (-1: the OS default).",
     "socket.receive.buffer.bytes": "SO_RCVBUF of client sockets (-1: the OS default).",
-    "socket.listen.backlog.size": "Length of each listening socket's queue of connections not yet accepted.",
+    "socket.listen.backlog.size": "Length of each listening socket's queue of connections not yet accepted (kafkalite: at least 1024).",
     "fetch.max.bytes": "Largest response a Fetch request may get; smaller max_bytes in the request win.",
     "max.incremental.fetch.session.cache.slots": "Number of incremental fetch sessions kept.",
     "offsets.topic.num.partitions": "Partition count of __consumer_offsets.",

@@ -141,6 +141,8 @@ class AbstractIndex:
             fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
             newly_created = False
         except FileNotFoundError:
+            if str(self.path).endswith(".deleted"):   # segment.DELETED_SUFFIX (segment imports us)
+                raise   # a deleted segment's index is gone: never re-created as an orphan file
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             newly_created = True
         try:

@@ -141,14 +141,22 @@ class LeaderEpochCache:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            atomic_write(self.path, data, sync=False)   # the first one: a new file, whole
-        else:
+            fd = None
+        shrinking = True    # a new file is written whole
+        if fd is not None:
             try:
-                if os.pwrite(fd, data, 0) != len(data):
-                    raise OSError(f"short write to {self.path}")
-                os.ftruncate(fd, len(data))
+                # Shorter content (truncation, a moved log start): a crash between the write and
+                # the truncate would leave old lines behind, and rebuilding from the batches
+                # loses epochs that have none, so that rare case goes through a temp file.
+                shrinking = os.fstat(fd).st_size > len(data)
+                if not shrinking:
+                    if os.pwrite(fd, data, 0) != len(data):
+                        raise OSError(f"short write to {self.path}")
+                    os.ftruncate(fd, len(data))
             finally:
                 os.close(fd)
+        if shrinking:
+            atomic_write(self.path, data, sync=False)
         self._unsynced = True
 
     def sync(self) -> None:

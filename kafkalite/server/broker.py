@@ -62,6 +62,8 @@ from kafkalite.cluster.metadata_cache import SECURITY_PROTOCOL_IDS, BrokerEndpoi
 from kafkalite.server.scheduler import Scheduler
 from kafkalite.server.services import BrokerServices
 
+MIN_LISTEN_BACKLOG = 1024
+
 log = logging.getLogger(__name__)
 
 
@@ -185,7 +187,9 @@ class KafkaServer:
             max_request_bytes=cfg.socket_request_max_bytes,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
             receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
-            listen_backlog=cfg.socket_listen_backlog_size)
+            # at least 1024: Kafka accepts on an acceptor thread of its own, kafkalite on the
+            # event loop, between other work, so its queue must absorb a burst meanwhile
+            listen_backlog=max(cfg.socket_listen_backlog_size, MIN_LISTEN_BACKLOG))
         self.bound = await self.socket_server.bind()
 
         broker_info = BrokerInfo(self.broker_id, tuple(self._advertised(self.bound)), cfg.broker_rack)

@@ -79,3 +79,20 @@ def test_end_offset_for_matches_a_model(assigns, requested, leo_extra) -> None:
         later = [(e, o) for e, o in entries if e > requested]
         earlier = [(e, o) for e, o in entries if e <= requested]
         assert got == ((earlier[-1][0] if earlier else requested), later[0][1])
+
+
+def test_checkpoint_rewrites_growing_in_place_and_shrinking_whole(tmp_path: Path) -> None:
+    # a new epoch (the restart path) is written over the old file; shorter content replaces the
+    # file by a rename, so no crash can leave old lines after the new ones
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(path)
+    cache.assign(0, 0)
+    inode = path.stat().st_ino
+    cache.assign(1, 5)
+    cache.assign(2, 9)
+    assert path.read_bytes() == format_epoch_checkpoint([(0, 0), (1, 5), (2, 9)])
+    assert path.stat().st_ino == inode                       # rewritten in place
+    cache.truncate_from_end(6)
+    assert path.read_bytes() == format_epoch_checkpoint([(0, 0), (1, 5)])
+    assert path.stat().st_ino != inode                       # a new file
+    assert LeaderEpochCache.load(tmp_path).entries == [(0, 0), (1, 5)]
