@@ -726,14 +726,20 @@ IGNORED_SETTINGS: dict[str, str] = {
 }
 
 
-def ignored_settings_warning(props: Iterable[str]) -> str | None:
+def ignored_settings_warning(props: Mapping[str, str]) -> str | None:
     """The start-up warning naming the accepted-but-ignored settings among ``props`` (None if
-    there are none), in one line."""
-    keys = sorted(k for k in set(props) if k in IGNORED_SETTINGS)
+    there are none), in one line. A setting at Kafka's default changes nothing and is not
+    named: Kafka's own server.properties sets num.network.threads=3 and num.io.threads=8."""
+    keys = sorted(k for k, v in props.items() if k in IGNORED_SETTINGS and not _is_kafka_default(k, v))
     if not keys:
         return None
     return ("these settings are accepted for compatibility with Kafka and ignored by kafkalite "
             f"(see docs/operations.md): {', '.join(keys)}")
+
+
+def _is_kafka_default(key: str, value: str) -> bool:
+    field = ALIAS_TO_FIELD.get(key)
+    return field is not None and java_trim(value) == str(KafkaConfig.model_fields[field].default)
 
 
 def is_known_key(key: str) -> bool:

@@ -458,15 +458,22 @@ def test_default_overrides_from_ini_and_command_line(pytester: pytest.Pytester) 
             log.retention.ms=3600000
     """)
     pytester.makepyfile(test_options="""
+        import time
+
         from confluent_kafka import Producer
 
         def count(bootstrap, topic):
+            # the first Metadata naming it creates the topic; its leader follows (LEADER_NOT_AVAILABLE
+            # meanwhile): ask again, for up to 30 s on a busy machine
             p = Producer({"bootstrap.servers": bootstrap})
-            for _ in range(100):
+            deadline = time.monotonic() + 30
+            while True:
                 t = p.list_topics(topic, timeout=10).topics[topic]
                 if t.error is None and t.partitions:
                     return len(t.partitions)
-            raise AssertionError(t.error)
+                if time.monotonic() > deadline:
+                    raise AssertionError(t.error)
+                time.sleep(0.05)
 
         def test_session_broker(kafkalite_broker, kafkalite_bootstrap):
             assert kafkalite_broker.overrides["num.partitions"] == "5"   # command line wins

@@ -32,6 +32,8 @@ def test_no_warning_for_honoured_settings_or_defaults() -> None:
     assert loaded.warnings == []
     assert build_config({}).warnings == []
     assert load_config(REPO_ROOT / "config" / "server.properties").warnings == []
+    # Kafka's server.properties sets the thread counts at their defaults: nothing to warn about
+    assert build_config({"num.network.threads": "3", "num.io.threads": " 8"}).warnings == []
 
 
 def test_every_ignored_setting_is_a_kafka_setting_kafkalite_accepts() -> None:
