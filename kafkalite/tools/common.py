@@ -126,6 +126,15 @@ def parse_key_values(items: Iterable[str], what: str, parser: argparse.ArgumentP
     return out
 
 
+def include_list(text: str) -> "re.Pattern[str]":
+    """A topic pattern as Kafka's TopicFilter.IncludeList reads it (kafka-topics.sh --topic for
+    --list/--describe, kafka-get-offsets.sh --topic): blanks and surrounding quotes dropped,
+    commas as alternatives, matched against the whole name. re.error for a bad pattern."""
+    regex = re.sub(r"""^["']+|["']+$""", "", text.strip().replace(",", "|").replace(" ", ""))
+    re.compile(regex)  # a syntax error's position is then one in the user's text
+    return re.compile(f"(?:{regex})\\Z")
+
+
 def check_topic_name(name: str) -> None:
     """A topic name Kafka would refuse is a one-line error (in Kafka's words), before any request."""
     message = topic_name_error(name)

@@ -76,7 +76,7 @@ def _validate(args: argparse.Namespace) -> None:
         p.error("--alter requires --partitions, --config or --delete-config")
     if action in ("list", "describe") and args.topic is not None:
         try:
-            args.topic_pattern = topic_filter(args.topic)
+            args.topic_pattern = common.include_list(args.topic)
         except re.error as e:
             p.error(f"--topic {args.topic!r} is not a valid regular expression: {e}")
     elif args.topic is not None and action != "create":  # --create: the broker says why a name is refused
@@ -124,14 +124,6 @@ def _existing(admin: Any, args: argparse.Namespace) -> Optional[dict[str, Any]]:
     if md["error_code"]:
         raise ToolError(common.error_text(md["error_code"]))
     return md
-
-
-def topic_filter(text: str) -> "re.Pattern[str]":
-    """kafka-topics.sh's --topic for --list/--describe (Kafka's TopicFilter.IncludeList): blanks
-    and surrounding quotes dropped, commas as alternatives, matched against the whole name."""
-    regex = re.sub(r"""^["']+|["']+$""", "", text.strip().replace(",", "|").replace(" ", ""))
-    re.compile(regex)  # a syntax error's position is then one in the user's text
-    return re.compile(f"(?:{regex})\\Z")
 
 
 def _selected(admin: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
