@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -55,10 +56,14 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_PARTITION_NUMBER = re.compile(r"\+?[0-9]+")
+
+
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
-    """``<topic>-<partition>``: topic names may contain '-' and '.', so split at the LAST '-'."""
+    """``<topic>-<partition>``: topic names may contain '-' and '.', so split at the LAST '-'; the
+    partition as Java's Integer.parseInt reads it (an optional '+', at most 2^31-1)."""
     topic, sep, part = dir_name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
+    if not sep or not topic or not _PARTITION_NUMBER.fullmatch(part) or int(part) > 2**31 - 1:
         raise ValueError(f"Not a partition directory name: {dir_name!r}")
     return topic, int(part)
 

@@ -52,7 +52,7 @@ from kafkalite.log.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE, PARTITIO
 from kafkalite.log.descriptor_limit import DescriptorBudget
 from kafkalite.log.errors import KafkaStorageError, LogError
 from kafkalite.log.leader_epoch_cache import FILE_NAME as LEADER_EPOCH_FILE_NAME
-from kafkalite.log.log import FLUSH_MS_NEVER, FlushJob, Log
+from kafkalite.log.log import FLUSH_MS_NEVER, FlushJob, Log, parse_topic_partition
 from kafkalite.log.segment import LogSegment, log_file, offset_index_file, time_index_file, txn_index_file
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,6 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 # Kafka's LocalLog Delete/Future/StrayDirPattern: <topic>-<partition>.<unique id><suffix>
 _SUFFIXED_DIR = {suffix: re.compile(rf"(\S+)-(\S+)\.(\S+){suffix}")
                  for suffix in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)}
-_PARTITION = re.compile(r"\+?[0-9]+")
 
 TopicPartitionKey = tuple[str, int]
 # Threads that run the fsyncs: fsync releases the GIL and a disk serves several at once.
@@ -96,17 +95,16 @@ def log_dir_topic_partition(log_dir: Path, name: str) -> TopicPartitionKey:
     """Kafka's LocalLog.parseTopicPartitionName for the directory ``name`` in ``log_dir``:
     ``<topic>-<partition>``, or that with ``.<unique id>-delete`` (``-future``, ``-stray``).
     Any other name raises LogError with Kafka's message (one line here)."""
-    base = name
+    base: str | None = name
     for suffix, pattern in _SUFFIXED_DIR.items():
         if name.endswith(suffix):
-            if not pattern.fullmatch(name):
-                base = ""
-            else:
-                base = name[:name.rindex(".")]
+            base = name[:name.rindex(".")] if pattern.fullmatch(name) else None
             break
-    topic, _, partition = base.rpartition("-")
-    if topic and _PARTITION.fullmatch(partition) and int(partition) <= 2**31 - 1:
-        return topic, int(partition)
+    try:
+        if base is not None:
+            return parse_topic_partition(base)
+    except ValueError:
+        pass
     raise LogError(f"Found directory {(log_dir / name).absolute()}, '{name}' is not in the form of "
                    f"topic-partition or topic-partition.uniqueId-delete (if marked for deletion). "
                    f"Kafka's log directories (and children) should only contain Kafka topic data.")
