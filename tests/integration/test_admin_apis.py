@@ -169,7 +169,7 @@ def test_delete_records_moves_the_log_start_and_drops_segments(tmp_path: Path) -
 
 
 def test_delete_records_refuses_internal_topics(c: RawClient) -> None:
-    c.metadata(["__consumer_offsets"])                                  # naming it creates it
+    c.metadata(["__consumer_offsets"], allow_auto_topic_creation=True)   # naming it creates it (auto-creation on)
     from tests.integration.util import wait_until
     wait_until(lambda: c.metadata(["__consumer_offsets"]).topics[0].error_code == 0, what="offsets topic")
     assert delete_records(c, "__consumer_offsets", {0: 0}) == {0: (INVALID_TOPIC_EXCEPTION, -1)}

@@ -261,3 +261,28 @@ def test_console_producer_to_an_invalid_topic_name_is_one_line(name: str, reason
                         "--topic", name], input=b"hello\n", capture_output=True, timeout=60)
     assert (r.returncode, r.stdout, r.stderr.decode()) == (1, b"", (
         f"kafkalite console-producer: topic name is invalid: {reason}\n"))
+
+
+def _internal_answers(c: RawClient, allow_auto_topic_creation: bool) -> dict[str, tuple[int, bool, int]]:
+    answer = c.metadata(list(INTERNAL), allow_auto_topic_creation=allow_auto_topic_creation)
+    return {t.name: (t.error_code, t.is_internal, len(t.partitions)) for t in answer.topics}
+
+
+def test_metadata_creates_internal_topics_only_where_auto_creation_is_allowed(b: BrokerProcess,
+                                                                               tmp_path: Path) -> None:
+    """Kafka 3.9 (KafkaApis.getTopicMetadata, AutoTopicCreationManager): a Metadata request naming a
+    missing internal topic creates it, with its coordinator's partition count and configs, only
+    when the request allows auto-creation and auto.create.topics.enable is on; otherwise
+    UNKNOWN_TOPIC_OR_PARTITION, flagged internal."""
+    UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 3, 5
+    with RawClient(b.bootstrap_servers) as c:
+        assert _internal_answers(c, False) == {n: (UNKNOWN_TOPIC_OR_PARTITION, True, 0) for n in INTERNAL}
+        assert {t.name for t in c.metadata(None).topics} == set()
+        assert _internal_answers(c, True) == {n: (LEADER_NOT_AVAILABLE, True, 0) for n in INTERNAL}
+        wait_until(lambda: _internal_answers(c, False) == {n: (NONE, True, INTERNAL_PARTITIONS) for n in INTERNAL},
+                   what="both internal topics created and led")
+    with BrokerProcess(log_dir=tmp_path / "no-auto-create",
+                       overrides={**OVERRIDES, "auto.create.topics.enable": "false"}) as no_auto:
+        with RawClient(no_auto.bootstrap_servers) as c:
+            assert _internal_answers(c, True) == {n: (UNKNOWN_TOPIC_OR_PARTITION, True, 0) for n in INTERNAL}
+            assert {t.name for t in c.metadata(None).topics} == set()

@@ -17,7 +17,8 @@ from kafkalite.server.encoded_response import EncodedResponse, encode_body
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
-from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME, is_internal, topic_name_error
+from kafkalite.cluster.topic_validation import (GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME, is_internal,
+                                               topic_name_error)
 
 API_KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 13
@@ -184,11 +185,15 @@ def make(services: BrokerServices) -> ApiSpec:
             for name in missing:
                 if topic_name_error(name) is not None:
                     topics.append(topic_metadata(Resp, name, None, include_ops, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                elif name == GROUP_METADATA_TOPIC_NAME:
-                    # Kafka creates the offsets topic when it is named, whatever the request's
-                    # auto-creation flag, with its own partition count and configs.
+                elif allow_auto_create and name in (GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME):
+                    # Kafka's AutoTopicCreationManager creates an internal topic as its coordinator
+                    # would (own partition count, replication factor and configs), and only when
+                    # auto-creation is allowed: otherwise UNKNOWN_TOPIC_OR_PARTITION, below.
                     topics.append(topic_metadata(Resp, name, None, include_ops, ErrorCode.LEADER_NOT_AVAILABLE))
-                    services.group_metadata_manager.ensure_offsets_topic()
+                    if name == GROUP_METADATA_TOPIC_NAME:
+                        services.group_metadata_manager.ensure_offsets_topic()
+                    else:
+                        services.transaction_coordinator.ensure_topic()
                 elif allow_auto_create and not is_internal(name):
                     to_create.append(name)
                     # Kafka (ZooKeeper mode) answers a topic it just created with LEADER_NOT_AVAILABLE;
