@@ -82,14 +82,43 @@ def add_version_arg(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     parser.add_argument("--version", action=_VersionAction, prefix=prefix, help="print the version and exit")
 
 
-def positive_int(text: str) -> int:
+INT16_MAX, INT32_MAX, INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
+
+
+def bounded_int(text: str, low: int, high: int) -> int:
+    """An integer option within [low, high] (Kafka's tools take Java ints and longs: a value
+    outside their range is refused there, never sent to the broker)."""
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+    if v < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
+    if v > high:
+        raise argparse.ArgumentTypeError(f"must be at most {high}, got {v}")
     return v
+
+
+def positive_int(text: str) -> int:
+    """1 .. 2^31-1 (a Java int)."""
+    return bounded_int(text, 1, INT32_MAX)
+
+
+def int32(text: str) -> int:
+    return bounded_int(text, -INT32_MAX - 1, INT32_MAX)
+
+
+def int64(text: str) -> int:
+    return bounded_int(text, -INT64_MAX - 1, INT64_MAX)
+
+
+def replication_factor(text: str) -> int:
+    """kafka-topics.sh: "The replication factor must be between 1 and 32767 inclusive"."""
+    try:
+        return bounded_int(text, 1, INT16_MAX)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"The replication factor must be between 1 and {INT16_MAX} inclusive, "
+                                         f"got {text}") from None
 
 
 def port_number(text: str) -> int:
@@ -104,13 +133,8 @@ def port_number(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
+    """0 .. 2^31-1 (a Java int)."""
+    return bounded_int(text, 0, INT32_MAX)
 
 
 def parse_key_values(items: Iterable[str], what: str, parser: argparse.ArgumentParser,

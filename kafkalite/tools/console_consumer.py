@@ -135,7 +135,7 @@ def _parse_start_offset(text: Optional[str], parser: argparse.ArgumentParser) ->
         offset = int(text)
     except ValueError:
         parser.error(f"--offset must be earliest, latest or a non-negative integer, got {text!r}")
-    if offset < 0:
+    if not 0 <= offset <= common.INT64_MAX:
         parser.error(f"--offset must be earliest, latest or a non-negative integer, got {text!r}")
     return offset
 

@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, TextIO
 
 from kafkalite.tools import common
-from kafkalite.tools.common import ToolError
+from kafkalite.tools.common import INT32_MAX, ToolError
 
 TOOL = "dump-log"
 
-INT32_MAX = 2**31 - 1
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 LOG_OVERHEAD = 12                 # offset + size: what every magic shares
 HEADER_SIZE_UP_TO_MAGIC = 17

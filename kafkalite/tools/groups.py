@@ -60,8 +60,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     target.add_argument("--to-earliest", action="store_true", help="reset to the earliest offset")
     target.add_argument("--to-latest", action="store_true", help="reset to the log end offset")
     target.add_argument("--to-current", action="store_true", help="reset to the committed offset")
-    target.add_argument("--to-offset", type=int, metavar="N", help="reset to N (clamped to the partition's range)")
-    target.add_argument("--shift-by", type=int, metavar="N",
+    target.add_argument("--to-offset", type=common.int64, metavar="N", help="reset to N (clamped to the partition's range)")
+    target.add_argument("--shift-by", type=common.int64, metavar="N",
                         help="move the committed offset by N, may be negative (clamped)")
     target.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss[ZONE]",
                         help="reset to the first offset at or after this time (UTC without a zone, as Kafka)")

@@ -45,7 +45,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--partitions", type=common.positive_int, metavar="N",
                    help="--create: partition count (default: the broker's num.partitions); "
                         "--alter: the new, larger partition count")
-    p.add_argument("--replication-factor", type=common.positive_int, metavar="R",
+    p.add_argument("--replication-factor", type=common.replication_factor, metavar="R",
                    help="--create: replication factor (default: the broker's default.replication.factor)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="topic config to set (--create, --alter; repeatable)")

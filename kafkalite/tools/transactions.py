@@ -39,15 +39,15 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     common.add_connection_args(p)
     verbs = p.add_subparsers(dest="verb", required=True, metavar="COMMAND")
     listing = verbs.add_parser("list", help="list transactions")
-    listing.add_argument("--duration-filter", type=int, metavar="MS",
+    listing.add_argument("--duration-filter", type=common.int64, metavar="MS",
                          help="only transactions running longer than this (ms); < 0: all")
     describe = verbs.add_parser("describe", help="describe the state of an active transactional-id")
     describe.add_argument("--transactional-id", required=True, help="transactional id")
     producers = verbs.add_parser("describe-producers",
                                  help="describe the states of active producers for a topic partition")
-    producers.add_argument("--broker-id", type=int, help="describe the producer state on this replica")
+    producers.add_argument("--broker-id", type=common.non_negative_int, help="describe the producer state on this replica")
     producers.add_argument("--topic", required=True, help="topic name")
-    producers.add_argument("--partition", type=int, required=True, help="partition number")
+    producers.add_argument("--partition", type=common.non_negative_int, required=True, help="partition number")
     for verb in (listing, describe, producers):
         # Also after the verb; SUPPRESS keeps a verb from overwriting what came before it.
         verb.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT[,HOST:PORT]")
