@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from kafkalite.config.dynamic_broker_config import ALL_DYNAMIC_CONFIGS, DynamicBrokerConfig
+from kafkalite.config.dynamic_broker_config import ALL_DYNAMIC_CONFIGS, DynamicBrokerConfig, static_properties
 from kafkalite.config.kafka_config_def import KAFKA_BROKER_CONFIG_TYPES, KAFKA_DYNAMIC_DEFAULTS
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
 from kafkalite.config.server_config import FIELD_TO_ALIAS, IGNORED_SETTINGS, KafkaConfig
@@ -170,11 +170,7 @@ class BrokerConfigView:
         self.dynamic = dynamic
         fields = type(config).model_fields
         # what server.properties / --override set (pydantic knows which fields were given)
-        self.static: dict[str, str] = {}
-        for name in config.model_fields_set:
-            rendered = _render(getattr(config, name))
-            if rendered is not None:
-                self.static[FIELD_TO_ALIAS[name]] = rendered
+        self.static: dict[str, str] = static_properties(config)
         # built-in defaults; a null default is absent (ConfigDef.convertToStringMapWithPasswordValues)
         self.defaults: dict[str, str] = dict(_UNREAD_BROKER_DEFAULTS)
         self.defaults.update({k: v for k, v in KAFKA_DYNAMIC_DEFAULTS.items() if v is not None})
@@ -199,7 +195,7 @@ class BrokerConfigView:
         out: dict[str, Optional[str]] = {
             FIELD_TO_ALIAS[name]: _render(getattr(config, name)) for name in type(config).model_fields}
         for name, default in KAFKA_DYNAMIC_DEFAULTS.items():
-            out[name] = self.dynamic.value_of(name) if self.dynamic is not None else default
+            out[name] = self.dynamic.value_of(name) if self.dynamic is not None else self.static.get(name, default)
         return out
 
     def synonyms(self, name: str, names: Iterable[str]) -> list[ConfigSynonym]:

@@ -289,7 +289,7 @@ def dynamic_props_from_store(stored: Mapping[str, str], per_broker: bool) -> dic
 def static_properties(config: KafkaConfig) -> dict[str, str]:
     """The keys server.properties / --override set, rendered as Kafka shows them."""
     from kafkalite.config.topic_config import render_value
-    out: dict[str, str] = {}
+    out: dict[str, str] = config.unmodelled_static
     for name in config.model_fields_set:
         value = getattr(config, name)
         if value is not None:

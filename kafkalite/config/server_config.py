@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from kafkalite.config.kafka_config_def import KAFKA_BROKER_CONFIG_TYPES
 from kafkalite.config.log_config import LogConfig
 from kafkalite.config.properties import java_trim, PropertiesSyntaxError, parse_properties
 
@@ -248,6 +250,14 @@ class KafkaConfig(BaseModel):
     """Static broker configuration. Attribute names are snake_case; aliases are Kafka's keys."""
 
     model_config = ConfigDict(populate_by_name=True, frozen=True, extra="ignore")
+    # Kafka's broker configs set in server.properties / --override that kafkalite has no field
+    # for (accepted and ignored, e.g. background.threads), as Kafka renders them: DescribeConfigs
+    # shows them with source STATIC_BROKER_CONFIG and that value, as Kafka does.
+    _unmodelled_static: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def unmodelled_static(self) -> dict[str, str]:
+        return dict(self._unmodelled_static)
 
     # ---- general
     broker_id: Int = Field(0, alias="broker.id", ge=-1)
@@ -809,7 +819,23 @@ def build_config(props: Mapping[str, str]) -> LoadedConfig:
         config = KafkaConfig.model_validate(values)
     except ValidationError as exc:
         raise _translate(exc, values) from None
+    config._unmodelled_static = {key: _render_unmodelled(key, java_trim(value)) for key, value in props.items()
+                                 if key not in ALIAS_TO_FIELD and key in KAFKA_BROKER_CONFIG_TYPES}
     return LoadedConfig(config=config, warnings=warnings, properties=dict(props))
+
+
+def _render_unmodelled(key: str, value: str) -> str:
+    """A value of a config kafkalite does not parse, as Kafka's ConfigDef would render it (numbers
+    and booleans normalized); a value Kafka could not parse stays as given."""
+    kind = KAFKA_BROKER_CONFIG_TYPES[key]
+    if kind in ("INT", "LONG", "SHORT"):
+        try:
+            return str(int(value))
+        except ValueError:
+            return value
+    if kind == "BOOLEAN" and value.lower() in ("true", "false"):
+        return value.lower()
+    return value
 
 
 

@@ -120,6 +120,23 @@ def test_broker_entries() -> None:
     assert [e.name for e in v.broker_entries(["num.partitions", "nope"])] == ["num.partitions"]
 
 
+def test_set_configs_kafkalite_ignores_are_static_with_their_value() -> None:
+    """A Kafka config without a kafkalite setting (accepted and ignored) given in server.properties
+    is STATIC_BROKER_CONFIG with the value given, rendered as Kafka's ConfigDef would, as a Kafka
+    broker shows it; through the dynamic config (what the handlers use) as without it."""
+    from kafkalite.config.dynamic_broker_config import DynamicBrokerConfig
+
+    cfg = build_config({"background.threads": " 07 ", "auto.include.jmx.reporter": "TRUE"}).config
+    for v in (BrokerConfigView(cfg), BrokerConfigView(cfg, DynamicBrokerConfig(cfg, 0))):
+        by_name = {e.name: e for e in v.broker_entries(["background.threads", "num.network.threads"])}
+        e = by_name["background.threads"]
+        assert (e.value, e.source, e.read_only) == ("7", S, False)
+        assert e.synonyms == (ConfigSynonym("background.threads", "7", S), ConfigSynonym("background.threads", "10", D))
+        e = by_name["num.network.threads"]
+        assert (e.value, e.source, e.synonyms) == ("3", D, (ConfigSynonym("num.network.threads", "3", D),))
+    assert cfg.unmodelled_static == {"background.threads": "7", "auto.include.jmx.reporter": "true"}
+
+
 # -- IncrementalAlterConfigs operations -----------------------------------------------------------
 
 def test_apply_ops() -> None:
