@@ -93,7 +93,7 @@ def bounded_int(text: str, low: int, high: int) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
     if v < low:
-        raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
+        raise argparse.ArgumentTypeError(f"must be > 0, got {v}" if low == 1 else f"must be >= {low}, got {v}")
     if v > high:
         raise argparse.ArgumentTypeError(f"must be at most {high}, got {v}")
     return v

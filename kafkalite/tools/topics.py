@@ -24,7 +24,6 @@ from kafkalite.tools import configs as configs_tool
 from kafkalite.tools.common import ToolError
 
 TOOL = "topics"
-UNKNOWN_TOPIC_OR_PARTITION = 3
 TOPIC_ALREADY_EXISTS = 36
 
 
@@ -40,8 +39,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     actions.add_argument("--alter", action="store_true",
                          help="add partitions and/or change the topic's configs")
     actions.add_argument("--delete", action="store_true", help="delete a topic")
-    p.add_argument("--topic", help="topic name; with --list and --describe a regular expression the whole "
-                                    "name must match (commas separate alternatives), as kafka-topics.sh")
+    p.add_argument("--topic", help="topic name; with --list, --describe, --alter and --delete a regular "
+                                    "expression the whole name must match (commas separate alternatives), "
+                                    "as kafka-topics.sh")
     p.add_argument("--partitions", type=common.positive_int, metavar="N",
                    help="--create: partition count (default: the broker's num.partitions); "
                         "--alter: the new, larger partition count")
@@ -59,6 +59,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(func=lambda args: common.run_tool(TOOL, _run, args), parser=p)
 
 
+# what makes --topic a pattern rather than a name ('.' is both: a name with dots stays a regex, as
+# in Kafka, where "a.b" also selects "axb")
+_REGEX_SYNTAX = re.compile(r"[\\^$*+?{}\[\]|()]")
+
+
 def _validate(args: argparse.Namespace) -> None:
     p: argparse.ArgumentParser = args.parser
     action = next(a for a in ("create", "list", "describe", "alter", "delete") if getattr(args, a))
@@ -74,13 +79,15 @@ def _validate(args: argparse.Namespace) -> None:
             p.error(f"--{opt.replace('_', '-')} cannot be used with --{action}")
     if action == "alter" and not (args.partitions or args.config or args.delete_config):
         p.error("--alter requires --partitions, --config or --delete-config")
-    if action in ("list", "describe") and args.topic is not None:
+    if args.topic is not None and action != "create":  # --create: the broker says why a name is refused
+        # Kafka's TopicCommand selects the topics of --list/--describe/--alter/--delete with
+        # TopicFilter.IncludeList (a regex); a plain name Kafka would refuse is said so at once.
+        if action in ("alter", "delete") and not _REGEX_SYNTAX.search(args.topic):
+            common.check_topic_name(args.topic)
         try:
             args.topic_pattern = common.include_list(args.topic)
         except re.error as e:
             p.error(f"--topic {args.topic!r} is not a valid regular expression: {e}")
-    elif args.topic is not None and action != "create":  # --create: the broker says why a name is refused
-        common.check_topic_name(args.topic)
     args.configs = common.parse_key_values(args.config, "--config", p)
     both = sorted(set(args.configs) & set(args.delete_config))
     if both:
@@ -114,24 +121,22 @@ def _topic_metadata(admin: Any, names: Optional[list[str]]) -> list[dict[str, An
     return admin.describe_topics(names)
 
 
-def _existing(admin: Any, args: argparse.Namespace) -> Optional[dict[str, Any]]:
-    """The metadata of --topic; a missing topic is an error unless --if-exists (then None)."""
-    (md,) = _topic_metadata(admin, [args.topic])
-    if md["error_code"] == UNKNOWN_TOPIC_OR_PARTITION:
-        if args.if_exists:
-            return None
+def _matching(admin: Any, args: argparse.Namespace) -> list[str]:
+    """The names --topic selects for --alter/--delete (TopicCommand.getTopics: internal topics
+    included), sorted; none is an error unless --if-exists."""
+    names = [t["name"] for t in _selected(admin, args)]
+    if not names and not args.if_exists:
         raise ToolError(f"topic '{args.topic}' does not exist")
-    if md["error_code"]:
-        raise ToolError(common.error_text(md["error_code"]))
-    return md
+    return names
 
 
 def _selected(admin: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Metadata of every topic --topic (a pattern) selects, or of all of them, sorted by name
-    (--list names a topic whose metadata has an error too, e.g. one still being created)."""
+    (--list, --alter and --delete name a topic whose metadata has an error too, e.g. one still being
+    created, as TopicCommand lists names only)."""
     pattern = getattr(args, "topic_pattern", None)
     return sorted((t for t in _topic_metadata(admin, None)
-                   if (t["error_code"] == 0 or args.action == "list")
+                   if (t["error_code"] == 0 or args.action in ("list", "alter", "delete"))
                    and not (args.exclude_internal and t["is_internal"])
                    and (pattern is None or pattern.match(t["name"]))), key=lambda t: t["name"])
 
@@ -197,28 +202,28 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
 
 
 def _alter(admin: Any, args: argparse.Namespace) -> int:
-    md = _existing(admin, args)
-    if md is None:
-        return 0
+    names = _matching(admin, args)
     out: list[str] = []
-    if args.partitions:
-        response = admin.create_partitions({args.topic: args.partitions}, raise_errors=False)
-        (result,) = response.results
-        if result.error_code:
-            raise ToolError(common.error_text(result.error_code, result.error_message))
+    if args.partitions and names:
+        response = admin.create_partitions({n: args.partitions for n in names}, raise_errors=False)
+        for result in sorted(response.results, key=lambda r: r.name):
+            if result.error_code:
+                raise ToolError(common.error_text(result.error_code, result.error_message))
         # kafka-topics.sh prints nothing on success here (nor for --delete)
     if args.configs or args.delete_config:
-        configs_tool.alter_resource(admin, "topics", args.topic, args.configs, args.delete_config)
-        out.append(f"Completed updating config for topic {args.topic}.")
+        for name in names:
+            configs_tool.alter_resource(admin, "topics", name, args.configs, args.delete_config)
+            out.append(f"Completed updating config for topic {name}.")
     common.print_lines(out)
     return 0
 
 
 def _delete(admin: Any, args: argparse.Namespace) -> int:
-    if _existing(admin, args) is None:
+    names = _matching(admin, args)
+    if not names:
         return 0
-    result = admin.delete_topics([args.topic], raise_errors=False)
-    (topic,) = result["topics"]
-    if topic["error_code"]:
-        raise ToolError(common.error_text(topic["error_code"], topic.get("error_message")))
+    result = admin.delete_topics(names, raise_errors=False)
+    for topic in sorted(result["topics"], key=lambda t: t["name"]):
+        if topic["error_code"]:
+            raise ToolError(common.error_text(topic["error_code"], topic.get("error_message")))
     return 0

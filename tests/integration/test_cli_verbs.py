@@ -297,6 +297,23 @@ def test_topics_list_and_describe_take_a_regex(bs: str, admin: KafkaAdminClient)
     assert run_tool(bs, "topics", "--list", "--topic", "__consumer_offsets", "--exclude-internal") == Run(0, "", "")
 
 
+def test_topics_alter_and_delete_take_a_regex(bs: str, admin: KafkaAdminClient) -> None:
+    """TopicCommand.alterTopic/deleteTopic act on every topic the IncludeList selects."""
+    prefix = unique("verbs-rxd")
+    names = [f"{prefix}.a", f"{prefix}.b", f"{prefix}-c"]
+    for n in names:
+        assert run_tool(bs, "topics", "--create", "--topic", n, "--partitions", "1").rc == 0
+    assert run_tool(bs, "topics", "--alter", "--topic", f"{prefix}\\..*", "--partitions", "3") == Run(0, "", "")
+    wait_until(lambda: {n: len(admin.describe_topics([n])[0]["partitions"]) for n in names} ==
+               {names[0]: 3, names[1]: 3, names[2]: 1}, timeout=30, what="the two selected topics grown")
+    assert run_tool(bs, "topics", "--alter", "--topic", f"{prefix}-z.*", "--partitions", "3") == \
+        Run(1, "", f"kafkalite topics: topic '{prefix}-z.*' does not exist\n")
+    assert run_tool(bs, "topics", "--delete", "--topic", f"{prefix}-z.*", "--if-exists") == Run(0, "", "")
+    assert run_tool(bs, "topics", "--delete", "--topic", f"{prefix}\\.a,{prefix}-c") == Run(0, "", "")
+    wait_until(lambda: run_tool(bs, "topics", "--list", "--topic", f"{prefix}.*") == Run(0, f"{prefix}.b\n", ""),
+               timeout=30, what="the two selected topics deleted")
+
+
 def test_console_consumer_include(bs: str, admin: KafkaAdminClient) -> None:
     prefix = unique("verbs-inc")
     a, b, other = f"{prefix}-a", f"{prefix}-b", f"{prefix}x-c"
