@@ -34,8 +34,9 @@ def startup_failure_cause(e: BaseException) -> str:
     from kafkalite.log.errors import LogError
     from kafkalite.network.socket_server import SocketBindError
     from kafkalite.server.cluster_member import ClusterStartupError
+    from kafkalite.server.meta_properties import MetaPropertiesError
     from kafkalite.replica.replica_selector import ClassNotFoundException
-    if isinstance(e, (LogError, SocketBindError, ClusterStartupError, ClassNotFoundException)):
+    if isinstance(e, (LogError, SocketBindError, ClusterStartupError, MetaPropertiesError, ClassNotFoundException)):
         return str(e)
     if isinstance(e, OSError):
         if e.strerror and e.filename:

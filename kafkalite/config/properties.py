@@ -140,3 +140,31 @@ def java_trim(value: str) -> str:
     while end > start and value[end - 1] <= " ":
         end -= 1
     return value[start:end]
+
+
+def _save_convert(text: str, escape_space: bool) -> str:
+    """Properties.saveConvert as store(Writer) uses it: backslash escapes for '\\\\', the
+    separators and comment characters, \\t \\n \\r \\f and spaces (all of a key's, a value's
+    leading one); other characters as they are (a Writer takes Unicode)."""
+    out: list[str] = []
+    for i, c in enumerate(text):
+        if c == " ":
+            out.append("\\ " if i == 0 or escape_space else " ")
+        elif c == "\\":
+            out.append("\\\\")
+        elif c in "\t\n\r\f":
+            out.append("\\" + "tnrf"["\t\n\r\f".index(c)])
+        elif c in "=:#!":
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def store_properties(props: dict[str, str], comments: str | None, date: str) -> str:
+    """The text Properties.store(Writer, comments) writes for `props` (given in the order Java
+    iterates them): the comment line (if any), '#' and the date, then key=value lines."""
+    lines = [] if comments is None else ["#" + comments]
+    lines.append("#" + date)
+    lines += [f"{_save_convert(k, True)}={_save_convert(v, False)}" for k, v in props.items()]
+    return "".join(line + "\n" for line in lines)

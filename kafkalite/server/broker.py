@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from pathlib import Path
@@ -59,6 +60,8 @@ from kafkalite.controller.broker_registration import registration_of
 from kafkalite.controller.kafka_controller import ControllerConfig, KafkaController
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
 from kafkalite.cluster.metadata_cache import SECURITY_PROTOCOL_IDS, BrokerEndpoint, BrokerInfo, MetadataCache
+from kafkalite.server.meta_properties import (MetaPropertiesError, broker_id_of, load_ensemble,
+                                               write_meta_properties)
 from kafkalite.server.scheduler import Scheduler
 from kafkalite.server.services import BrokerServices
 
@@ -80,7 +83,8 @@ def cleaner_config(cfg: KafkaConfig) -> CleanerConfig:
 class KafkaServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
-        self.broker_id = config.broker_id if config.broker_id >= 0 else 0
+        # broker.id -1: the id comes from meta.properties or ZooKeeper at start-up (startup sets it)
+        self.broker_id = config.broker_id
         self.started_at = time.monotonic()
         self.socket_server: Optional[SocketServer] = None
         self.log_manager: Optional[LogManager] = None
@@ -111,6 +115,30 @@ class KafkaServer:
         self.request_metrics = RequestMetrics()
         self.metrics_endpoint: Optional[PrometheusEndpoint] = None
         self.metrics_address: Optional[tuple[str, int]] = None
+
+    async def _get_or_generate_broker_id(self, cluster_id: str, log_dirs: list[str]) -> int:
+        """KafkaServer.startup's meta.properties steps: every log dir's file verified against the
+        cluster id and a configured broker.id; the broker id configured, else stored, else
+        generated (/brokers/seqid's new version + reserved.broker.max.id); then the file written
+        wherever it is missing or differs."""
+        cfg = self.config
+        ensemble = await asyncio.to_thread(load_ensemble, log_dirs)
+        ensemble.verify(cluster_id, cfg.broker_id if cfg.broker_id >= 0 else None)
+        broker_id = broker_id_of(cfg.broker_id, ensemble, cfg.broker_id_generation_enable)
+        if broker_id is None:
+            try:
+                broker_id = await self.zk.generate_broker_sequence_id() + cfg.reserved_broker_max_id
+            except StoreError as e:
+                raise ClusterStartupError(f"Failed to generate broker.id: {e}") from None
+        for log_dir, meta in ensemble.rewritten(cluster_id, broker_id).items():
+            log.info("Rewriting %s%smeta.properties", log_dir, os.sep)
+            try:
+                await asyncio.to_thread(write_meta_properties, log_dir, meta)
+            except OSError as e:
+                # Kafka takes the dir offline; kafkalite has no offline log dirs
+                raise MetaPropertiesError(f"Error while writing meta.properties to {log_dir}: "
+                                          f"{e.strerror or e}") from None
+        return broker_id
 
     def _advertised(self, bound: list[Endpoint]) -> list[BrokerEndpoint]:
         protocols = self.config.listener_protocols()
@@ -145,6 +173,10 @@ class KafkaServer:
             # the embedded single-node mode: the same znodes in a file beside the logs
             self.zk_store, self.zk = await connect_local_store(Path(log_dirs[0]))
         cluster_id = await self.zk.get_or_create_cluster_id()
+        log.info("Cluster ID = %s", cluster_id)
+        # every component below takes the id decided here
+        self.broker_id = await self._get_or_generate_broker_id(cluster_id, [str(d) for d in log_dirs])
+        self.dynamic_config.broker_id = self.broker_id
         self.config_manager = DynamicConfigManager(
             self.broker_id, self.zk_store, self.zk, self.dynamic_config,
             default_log_config=lambda: broker_log_config(self.dynamic_config.current),
