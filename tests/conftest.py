@@ -78,14 +78,31 @@ def work_unit(nodeid: str) -> str:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadgroup` by work_unit(), not by `xdist_group` marks: xdist reads those from node
     ids it rewrites on the workers, which pytest 9.2's node ids no longer allow (every test became
-    a unit of its own); this scheduler needs only the ids as collected."""
+    a unit of its own); this scheduler needs only the ids as collected. Units are handed out
+    longest first (tests/support/work_unit_seconds.py), not by test count as xdist does: by count
+    the last units are single slow tests (cluster failovers, 10-30 s each), so one worker could
+    sit idle for most of one while the other ran it; longest first leaves short units last."""
     if config.getvalue("dist") != "loadgroup":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling
 
+    from tests.support.work_unit_seconds import estimated_seconds
+
     class WorkUnitScheduling(LoadScopeScheduling):
+        _longest_first = False
+
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # the first assignment is the first moment the whole queue is known
+            if not self._longest_first:
+                self._longest_first = True
+                self.workqueue = OrderedDict(sorted(
+                    self.workqueue.items(), key=lambda unit: -estimated_seconds(unit[0], len(unit[1]))))
+            super()._assign_work_unit(node)
 
     return WorkUnitScheduling(config, log)
 
