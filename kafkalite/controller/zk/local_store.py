@@ -175,8 +175,11 @@ class LocalZNodeStore(ZNodeStore):
             self._delete_node(txn, path, -1)
         if txn.undo:
             self._zxid = txn.zxid
-            self._mutations += 1
-        await self._sync()
+        # Not persisted again for these deletions: ephemerals are never in the file, only their
+        # parents' cversion/pzxid moved, and every number handed out before (sequential names,
+        # zxids of persisted nodes) is already below what the file holds. With 10,000
+        # partitions the rewrite of the whole tree took a second of a shutdown.
+        await self._sync()   # the writes made before still finish their persist
         self._data_watches.clear()
         self._child_watches.clear()
         self._state_listeners.clear()
