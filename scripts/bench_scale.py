@@ -431,7 +431,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float,
     """CreateTopics through an AdminClient, then until every partition has a leader; seconds."""
     from confluent_kafka.admin import AdminClient, NewTopic
     t0 = time.perf_counter()
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    # socket.timeout.ms: librdkafka gives up on any request after 60 s by default, whatever
+    # request_timeout says (300 s at most); a 10,000-partition CreateTopics on a loaded machine
+    # can take longer
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2,
+                         "socket.timeout.ms": int(min(max(timeout, 60.0), 300.0) * 1000)})
     fut = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})],
                               operation_timeout=timeout, request_timeout=timeout)[topic]
     fut.result(timeout)

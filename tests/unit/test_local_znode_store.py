@@ -68,6 +68,10 @@ def test_versions_zxids_and_errors(tmp_path: Path) -> None:
             await s.delete("/p")
         with pytest.raises(BadVersionError):
             await s.delete("/a", 0)
+        # batched reads: in order, None where there is no node, the stat of each
+        reads = await s.get_many(["/p/q/r", "/nope", "/a", "/p/q/nope"])
+        assert [r if r is None else r[0] for r in reads] == [b"d", None, b"22", None]
+        assert reads[2] is not None and reads[2][1] == await s.exists("/a")
         await s.delete("/a", 1)
         await s.delete("/p", recursive=True)
         assert await s.children("/") == []

@@ -64,13 +64,15 @@ def handle(spec: Any, v: int, req: Any, listener: str) -> Any:
     return asyncio.run(spec.handler(ctx, decoded))
 
 
-def reference(cache: MetadataCache, v: int, listener: str, topic_ops: bool, cluster_ops: bool) -> bytes:
-    """The response built and encoded per request, as the handler did before the cache."""
+def reference(cache: MetadataCache, v: int, listener: str, topic_ops: bool, cluster_ops: bool,
+              names: list[str] | None = None) -> bytes:
+    """The response built and encoded per request, as the handler did before the cache (for
+    all topics, or for `names`, all existing)."""
     Resp = MetadataResponse[v]
     T = Resp.MetadataResponseTopic
     P = T.MetadataResponsePartition
     topics = []
-    for name in cache.topic_names():
+    for name in cache.topic_names() if names is None else names:
         info = cache.topic(name)
         assert info is not None
         metas = cache.partition_metadata(name, listener, error_unavailable_endpoints=v == 0,
@@ -147,6 +149,40 @@ def test_named_topics_are_answered_per_request(cache: MetadataCache) -> None:
     assert not isinstance(resp, EncodedResponse)
     assert [(t.name, t.error_code) for t in resp.topics] == [("beta", 0), ("nope", 3)]
     assert [(p.partition_index, p.error_code, p.leader_id) for p in resp.topics[0].partitions] == [(0, 5, -1)]
+
+
+def named_request(v: int, names: list[str], include_topic_ops: bool) -> Any:
+    R = MetadataRequest[v]
+    if v >= 10:
+        topics = [R.MetadataRequestTopic(name=n, topic_id=uuid.UUID(int=0)) for n in names]
+    else:
+        topics = [R.MetadataRequestTopic(name=n) for n in names]
+    return R(topics=topics, allow_auto_topic_creation=False, include_cluster_authorized_operations=True,
+             include_topic_authorized_operations=include_topic_ops)
+
+
+@pytest.mark.parametrize("v", range(1, 14))
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "MISSING"])
+def test_named_existing_topics_are_spliced_byte_identical(cache: MetadataCache, v: int, listener: str) -> None:
+    """A request naming only existing topics is answered from the same per-topic entries, in the
+    request's order, each name once; a change of one topic is seen at the next request."""
+    spec = metadata.make(services_for(cache))   # type: ignore[arg-type]
+    for topic_ops in (False, True):
+        names = ["gamma", "alpha", "gamma", "beta"]
+        first = handle(spec, v, named_request(v, names, topic_ops), listener)
+        assert isinstance(first, EncodedResponse)
+        assert _encode(first, v, CORRELATION_ID) == reference(cache, v, listener, topic_ops, True,
+                                                              ["gamma", "alpha", "beta"])
+        decoded = MetadataResponse[v].decode(_encode(first, v, CORRELATION_ID)[4:], header=True)
+        assert [t.name for t in decoded.topics] == ["gamma", "alpha", "beta"]
+    # alpha's partition 1 gets a new leader: the next answer has it, byte-identical again
+    cache.update_metadata(2, 1, [broker(1), broker(2)], [state("alpha", 1, 1, (1, 2), (1,))], {})
+    answer = _encode(handle(spec, v, named_request(v, ["alpha"], True), listener), v, CORRELATION_ID)
+    assert answer == reference(cache, v, listener, True, True, ["alpha"])
+    alpha = MetadataResponse[v].decode(answer[4:], header=True).topics[0]
+    if listener == "PLAINTEXT":
+        assert [(p.partition_index, p.leader_id, list(p.isr_nodes)) for p in alpha.partitions] == \
+            [(0, 1, [1, 2]), (1, 1, [1]), (2, 1, [1, 2])]
 
 
 @pytest.mark.parametrize("v", [0, 5, 9, 12, 13])

@@ -376,10 +376,10 @@ class KafkaZkClient:
                                    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """The state of each partition that has one; partition_epoch = the znode's zkVersion."""
         tps = [TopicPartition(*tp) for tp in partitions]
-        reads = await gather_in_slices([self.get_data_and_stat(
-            znodes.topic_partition_state_path(tp.topic, tp.partition)) for tp in tps])
-        return {tp: znodes.decode_partition_state(data, stat.version)
-                for tp, (data, stat) in zip(tps, reads) if data is not None and stat is not None}
+        reads = await self.store.get_many([znodes.topic_partition_state_path(tp.topic, tp.partition)
+                                           for tp in tps])
+        return {tp: znodes.decode_partition_state(read[0], read[1].version)
+                for tp, read in zip(tps, reads) if read is not None and read[0]}
 
     async def create_partition_states(
             self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],

@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Sequence, Union
 
+from kafkalite.slices import gather_in_slices
+
 
 @dataclass(frozen=True)
 class ZnStat:
@@ -163,6 +165,16 @@ class ZNodeStore(ABC):
 
     @abstractmethod
     async def get(self, path: str) -> tuple[bytes, ZnStat]: ...
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnStat] | None]:
+        """Data and stat of each path (None where there is no node), in order: the reads are
+        pipelined, as Kafka's KafkaZkClient sends its batched GetDataRequests."""
+        async def one(path: str) -> tuple[bytes, ZnStat] | None:
+            try:
+                return await self.get(path)
+            except NoNodeError:
+                return None
+        return await gather_in_slices([one(p) for p in paths])
 
     @abstractmethod
     async def exists(self, path: str) -> ZnStat | None: ...

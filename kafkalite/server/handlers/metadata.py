@@ -116,10 +116,16 @@ def make(services: BrokerServices) -> ApiSpec:
     # per (listener, version, flag) with the TopicInfo it was made from (the cache replaces a
     # topic's TopicInfo when it changes), all dropped when the live brokers change (leaders'
     # availability). The body is the envelope of an empty answer with the entries spliced in.
+    # Requests naming topics that all exist are answered the same way: clients waiting for
+    # leaders (or a producer refreshing its topics) ask for a 10,000-partition topic every few ms.
     topic_entries: dict[tuple[str, int, bool], dict[str, tuple[TopicInfo, bytes]]] = {}
     brokers_seen: list[dict] = [{}]
 
-    def assemble_all_topics(ctx: RequestContext, req: MetadataRequest, include_ops: bool) -> EncodedResponse:
+    def spliced(ctx: RequestContext, req: MetadataRequest, include_ops: bool, names: list[str],
+                prune: bool) -> EncodedResponse:
+        """The answer for existing topics `names`, in that order, from their encoded entries
+        (encoding those missing or stale). `prune`: `names` are all the topics, so entries of
+        deleted topics are dropped."""
         v = ctx.api_version
         if cache.brokers != brokers_seen[0]:
             topic_entries.clear()
@@ -129,22 +135,33 @@ def make(services: BrokerServices) -> ApiSpec:
         flexible = envelope.flexible
         tail = topics_array_tail(v)
         head = len(envelope.body) - tail - len(array_count(0, flexible))
-        old = topic_entries.get((ctx.listener_name, v, include_ops), {})
-        fresh: dict[str, tuple[TopicInfo, bytes]] = {}
-        for name in cache.topic_names():
+        key = (ctx.listener_name, v, include_ops)
+        entries = topic_entries.get(key, {})
+        kept: dict[str, tuple[TopicInfo, bytes]] = {}
+        for name in names:
             info = cache.topic(name)
             if info is None:
                 continue
-            hit = old.get(name)
+            hit = entries.get(name)
             if hit is None or hit[0] is not info:
                 one = encode_body(response(ctx, req, [topic_metadata_on(ctx.listener_name, v, Resp, name, None,
                                                                          include_ops)]), v).body
                 hit = (info, one[head + len(array_count(1, flexible)):len(one) - tail])
-            fresh[name] = hit
-        topic_entries[(ctx.listener_name, v, include_ops)] = fresh
-        body = b"".join([envelope.body[:head], array_count(len(fresh), flexible),
-                         *(entry for _info, entry in fresh.values()), envelope.body[len(envelope.body) - tail:]])
+            kept[name] = hit
+        if prune:
+            topic_entries[key] = kept
+        else:
+            entries.update(kept)
+            if len(entries) > 2 * len(cache.topic_names()) + 16:
+                # only named answers since the last all-topics one: drop what changed or went
+                entries = {n: e for n, e in entries.items() if cache.topic(n) is e[0]}
+            topic_entries[key] = entries
+        body = b"".join([envelope.body[:head], array_count(len(kept), flexible),
+                         *(entry for _info, entry in kept.values()), envelope.body[len(envelope.body) - tail:]])
         return EncodedResponse(body, flexible)
+
+    def assemble_all_topics(ctx: RequestContext, req: MetadataRequest, include_ops: bool) -> EncodedResponse:
+        return spliced(ctx, req, include_ops, cache.topic_names(), prune=True)
 
     async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse | EncodedResponse:
         v = ctx.api_version
@@ -159,6 +176,10 @@ def make(services: BrokerServices) -> ApiSpec:
             raise CloseConnection(f"Metadata v{v}: null topic name")
         if req.topics is None or (v == 0 and len(req.topics) == 0):
             return all_topics_response(ctx, req, include_ops)
+        named = [t.name for t in req.topics]
+        if named and all(n is not None and cache.contains(n) for n in named):
+            # every topic known: each answered as in an all-topics answer, once per request
+            return spliced(ctx, req, include_ops, list(dict.fromkeys(named)), prune=False)
         else:
             to_create: list[str] = []
             unknown_ids, names = [], []
