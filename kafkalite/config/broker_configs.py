@@ -220,6 +220,10 @@ class BrokerConfigView:
         """One topic config (ConfigHelper.createTopicConfigEntry); `value` is the effective one."""
         primary = TOPIC_CONFIG_SYNONYMS.get(key, ())
         synonyms = self.synonyms(primary[0], broker_config_synonyms(primary[0])) if primary else []
+        # a broker default kafkalite accepts but does not apply (log.local.retention.ms, ...) is
+        # not this topic's: its value stays the built-in one
+        ignored = self.config.unmodelled_static
+        synonyms = [s for s in synonyms if not (s.source == SOURCE_STATIC_BROKER_CONFIG and s.name in ignored)]
         if key in overrides:
             synonyms.insert(0, ConfigSynonym(key, value, SOURCE_DYNAMIC_TOPIC_CONFIG))
         source = synonyms[0].source if synonyms else SOURCE_DEFAULT_CONFIG

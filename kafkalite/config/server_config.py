@@ -828,11 +828,12 @@ def _render_unmodelled(key: str, value: str) -> str:
     """A value of a config kafkalite does not parse, as Kafka's ConfigDef would render it (numbers
     and booleans normalized); a value Kafka could not parse stays as given."""
     kind = KAFKA_BROKER_CONFIG_TYPES[key]
-    if kind in ("INT", "LONG", "SHORT"):
-        try:
+    bits = {"SHORT": 16, "INT": 32, "LONG": 64}.get(kind)
+    if bits is not None:
+        # Java's Integer.parseInt: a sign and digits only, within the type's range
+        if re.fullmatch(r"[+-]?[0-9]+", value) and -2 ** (bits - 1) <= int(value) < 2 ** (bits - 1):
             return str(int(value))
-        except ValueError:
-            return value
+        return value
     if kind == "BOOLEAN" and value.lower() in ("true", "false"):
         return value.lower()
     return value

@@ -125,6 +125,12 @@ class KafkaServer:
         ensemble = await asyncio.to_thread(load_ensemble, log_dirs)
         ensemble.verify(cluster_id, cfg.broker_id if cfg.broker_id >= 0 else None)
         broker_id = broker_id_of(cfg.broker_id, ensemble, cfg.broker_id_generation_enable)
+        if broker_id is None and not self.cluster_mode and await self.zk.get_all_topics():
+            # a single-node log dir from before meta.properties existed here: kafkalite ran
+            # broker.id=-1 as broker 0 then, and every replica it stored names 0
+            log.info("No meta.properties in a single-node log dir that holds topics: keeping broker id 0, "
+                     "the id its replicas were written with")
+            broker_id = 0
         if broker_id is None:
             try:
                 broker_id = await self.zk.generate_broker_sequence_id() + cfg.reserved_broker_max_id

@@ -88,10 +88,9 @@ INT16_MAX, INT32_MAX, INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
 def bounded_int(text: str, low: int, high: int) -> int:
     """An integer option within [low, high] (Kafka's tools take Java ints and longs: a value
     outside their range is refused there, never sent to the broker)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if not re.fullmatch(r"[+-]?[0-9]+", text):  # Java's parseInt/parseLong: no blanks, no '_'
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}")
+    v = int(text)
     if v < low:
         raise argparse.ArgumentTypeError(f"must be > 0, got {v}" if low == 1 else f"must be >= {low}, got {v}")
     if v > high:

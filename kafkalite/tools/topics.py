@@ -59,9 +59,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(func=lambda args: common.run_tool(TOOL, _run, args), parser=p)
 
 
-# what makes --topic a pattern rather than a name ('.' is both: a name with dots stays a regex, as
-# in Kafka, where "a.b" also selects "axb")
-_REGEX_SYNTAX = re.compile(r"[\\^$*+?{}\[\]|()]")
+# what makes --topic a pattern rather than a name: regex syntax, IncludeList's commas (alternatives)
+# and quotes ('.' is both: a name with dots stays a regex, as in Kafka, where "a.b" also selects "axb")
+_REGEX_SYNTAX = re.compile(r"""[\\^$*+?{}\[\]|(),'"]""")
 
 
 def _validate(args: argparse.Namespace) -> None:

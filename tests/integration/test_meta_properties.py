@@ -170,3 +170,30 @@ def test_single_node_mode_writes_the_local_cluster_id_and_rewrites_a_dir_without
     r = _serve(f"log.dirs={log_dir}")
     assert _one_line(r) == (f"kafkalite: cannot start: Error while reading meta.properties file "
                             f"{log_dir}/meta.properties: Unable to read broker.id as a base-10 number.")
+
+
+def test_single_node_dir_from_before_meta_properties_keeps_broker_id_0_with_broker_id_minus_1(tmp_path: Path) -> None:
+    """kafkalite ran broker.id=-1 as broker 0 before it wrote meta.properties: such a single-node
+    log dir (topics in its store, no meta.properties) keeps 0, the id its replicas name, rather
+    than a generated 1001 that would leave every partition without its leader; an empty dir gets
+    the generated id, as in Kafka."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+    log_dir = tmp_path / "logs"
+    with Broker(log_dir=log_dir) as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        try:
+            admin.create_topics([NewTopic("kept", 1, 1)])
+        finally:
+            admin.close()
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap_servers, acks="all")
+        producer.send("kept", b"v", partition=0).get(timeout=30)
+        producer.close()
+    (log_dir / "meta.properties").unlink()
+    with Broker({"broker.id": "-1"}, log_dir=log_dir) as b:
+        assert _ready_id(b) == 0
+        assert consume_all(b.bootstrap_servers, "kept", 0, 1) == [b"v"]
+    assert [line for line in _file_lines(log_dir) if line.startswith("broker.id=")] == ["broker.id=0"]
+    with Broker({"broker.id": "-1"}, log_dir=tmp_path / "empty") as b:
+        assert _ready_id(b) == 1001

@@ -137,6 +137,23 @@ def test_set_configs_kafkalite_ignores_are_static_with_their_value() -> None:
     assert cfg.unmodelled_static == {"background.threads": "7", "auto.include.jmx.reporter": "true"}
 
 
+def test_ignored_settings_keep_java_parsing_and_do_not_reach_the_topics() -> None:
+    """A value Java's parseInt refuses (or out of the type's range) is shown as given; an ignored
+    broker default of a topic config (log.local.retention.ms, compression.gzip.level) stays out of
+    the topic's synonyms: kafkalite does not apply it, so the topic shows the built-in value."""
+    cfg = build_config({"background.threads": "1_0", "metrics.num.samples": "+2147483648",
+                        "log.local.retention.ms": "1000", "compression.gzip.level": "+5"}).config
+    assert cfg.unmodelled_static == {"background.threads": "1_0", "metrics.num.samples": "+2147483648",
+                                     "log.local.retention.ms": "1000", "compression.gzip.level": "5"}
+    v = BrokerConfigView(cfg)
+    e = topic(v, cfg, "local.retention.ms")
+    assert (e.value, e.source, e.synonyms) == ("-2", D, (ConfigSynonym("log.local.retention.ms", "-2", D),))
+    e = topic(v, cfg, "compression.gzip.level")
+    assert (e.value, e.source, e.synonyms) == ("-1", D, (ConfigSynonym("compression.gzip.level", "-1", D),))
+    (e,) = v.broker_entries(["background.threads"])
+    assert (e.value, e.source) == ("1_0", S)
+
+
 # -- IncrementalAlterConfigs operations -----------------------------------------------------------
 
 def test_apply_ops() -> None:
