@@ -304,9 +304,13 @@ def test_init_producer_id_each_version(client: RawClient, v: int) -> None:
 
 
 def test_metadata_naming_the_offsets_topic_creates_it(fresh_broker: BrokerProcess) -> None:
+    """Only where auto-creation is allowed, as Kafka 3.9's AutoTopicCreationManager."""
     with RawClient(fresh_broker.bootstrap_servers) as c:
+        refused = c.request(MetadataRequest[12](
+            topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")], allow_auto_topic_creation=False))
+        assert (refused.topics[0].error_code, refused.topics[0].is_internal) == (3, True)  # UNKNOWN_TOPIC_OR_PARTITION
         first = c.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")],
-                                              allow_auto_topic_creation=False))
+                                              allow_auto_topic_creation=True))
         assert first.topics[0].error_code == 5   # LEADER_NOT_AVAILABLE: just created
 
         def created() -> Any:
