@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import selectors
 import signal
 import socket
 import subprocess
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from tests.support.child_lines import read_line
 
 # Debian's zookeeper package is installed by scripts/test.sh: a missing jar fails these tests
 # (ZooKeeperError naming the package) rather than skipping them.
@@ -46,14 +47,7 @@ def _env() -> dict[str, str]:
 
 
 def _read_line(stream: object, timeout: float) -> str:
-    sel = selectors.DefaultSelector()
-    sel.register(stream, selectors.EVENT_READ)  # type: ignore[arg-type]
-    try:
-        if not sel.select(timeout):
-            raise AssertionError(f"no line from `kafkalite cluster` within {timeout} s")
-        return stream.readline()  # type: ignore[attr-defined]
-    finally:
-        sel.close()
+    return read_line(stream, timeout, "`kafkalite cluster`")
 
 
 def alive(pid: int) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import signal
 import socket
 import subprocess
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from tests.support.child_lines import read_line
 
 # Debian's zookeeper package is installed by scripts/test.sh: a missing jar fails these tests
 # (ZooKeeperError naming the package) rather than skipping them.
@@ -39,14 +40,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
     assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    try:
-        if not sel.select(timeout):
-            raise AssertionError(f"no line from `kafkalite zookeeper` within {timeout} s")
-        return proc.stdout.readline()
-    finally:
-        sel.close()
+    return read_line(proc.stdout, timeout, "`kafkalite zookeeper`")
 
 
 @pytest.fixture
