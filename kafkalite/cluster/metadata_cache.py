@@ -260,6 +260,9 @@ class MetadataCache:
     def topic_names(self) -> list[str]:
         return list(self._topics)
 
+    def topic_count(self) -> int:
+        return len(self._topics)
+
     def contains(self, name: str) -> bool:
         return name in self._topics
 

@@ -830,10 +830,10 @@ def _render_unmodelled(key: str, value: str) -> str:
     kind = KAFKA_BROKER_CONFIG_TYPES[key]
     bits = {"SHORT": 16, "INT": 32, "LONG": 64}.get(kind)
     if bits is not None:
-        # Java's Integer.parseInt: a sign and digits only, within the type's range
-        if re.fullmatch(r"[+-]?[0-9]+", value) and -2 ** (bits - 1) <= int(value) < 2 ** (bits - 1):
-            return str(int(value))
-        return value
+        try:
+            return str(_java_integer(bits)(value))   # as the fields of that type parse it
+        except PydanticCustomError:
+            return value
     if kind == "BOOLEAN" and value.lower() in ("true", "false"):
         return value.lower()
     return value

@@ -11,16 +11,19 @@ wiring (kafkalite/server/broker.py).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 import uuid
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, TypeVar
 
 from kafkalite.config.dynamic_broker_config import java_properties_order
 from kafkalite.config.properties import PropertiesSyntaxError, java_trim, parse_properties, store_properties
 from kafkalite.controller.zk.znodes import ZNodeDecodeError, uuid_from_kafka_string, uuid_to_kafka_string
+from kafkalite.log.checkpoint import atomic_write
 
 __all__ = ["META_PROPERTIES_NAME", "MetaProperties", "MetaPropertiesEnsemble", "MetaPropertiesError",
            "broker_id_of", "load_ensemble", "meta_properties_path", "meta_properties_text",
@@ -259,22 +262,10 @@ def meta_properties_text(meta: MetaProperties, now: Optional[time.struct_time] =
 def write_meta_properties(log_dir: str, meta: MetaProperties) -> None:
     """PropertiesUtils.writePropertiesFile with fsync: meta.properties.tmp written and synced,
     then renamed over meta.properties and the directory synced."""
-    path = meta_properties_path(log_dir)
-    tmp = path + ".tmp"
+    path = Path(meta_properties_path(log_dir))
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(meta_properties_text(meta))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, meta_properties_text(meta).encode("utf-8"))
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            os.unlink(path.with_name(path.name + ".tmp"))
         raise
-    fd = os.open(log_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

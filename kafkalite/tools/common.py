@@ -103,10 +103,6 @@ def positive_int(text: str) -> int:
     return bounded_int(text, 1, INT32_MAX)
 
 
-def int32(text: str) -> int:
-    return bounded_int(text, -INT32_MAX - 1, INT32_MAX)
-
-
 def int64(text: str) -> int:
     return bounded_int(text, -INT64_MAX - 1, INT64_MAX)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -16,6 +15,7 @@ from kazoo.client import KazooClient
 
 from kafkalite.testing import CLUSTER_TEST_DEFAULTS, Broker, cluster_size_defaults
 from tests.cluster.util import consume_all, wait_until
+from tests.integration import test_startup_failures as startup_failures
 
 
 def _kafka_text(broker_id: int, cluster_id: str) -> list[str]:
@@ -56,18 +56,11 @@ def chroot(zookeeper_server: Any) -> Iterator[tuple[str, KazooClient]]:
 
 
 def _serve(*overrides: str) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-m", "kafkalite", "serve", "--log-level", "WARN",
-            "--override", "listeners=PLAINTEXT://127.0.0.1:0"]
-    for o in overrides:
-        args += ["--override", o]
-    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+    return startup_failures._serve(*(arg for o in overrides for arg in ("--override", o)))
 
 
 def _one_line(r: subprocess.CompletedProcess[str]) -> str:
-    assert "Traceback" not in r.stderr and r.returncode == 1 and r.stdout == "", r.stderr
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, r.stderr
-    return lines[0]
+    return startup_failures._one_line(r, 1)
 
 
 def test_generated_broker_ids_are_registered_serve_and_survive_a_restart(

@@ -152,7 +152,7 @@ def make(services: BrokerServices) -> ApiSpec:
             topic_entries[key] = kept
         else:
             entries.update(kept)
-            if len(entries) > 2 * len(cache.topic_names()) + 16:
+            if len(entries) > 2 * cache.topic_count() + 16:
                 # only named answers since the last all-topics one: drop what changed or went
                 entries = {n: e for n, e in entries.items() if cache.topic(n) is e[0]}
             topic_entries[key] = entries
