@@ -46,6 +46,9 @@ def startup_failure_cause(e: BaseException) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # The broker needs kafka-python's protocol engine, not its clients (kafka_python_package).
+    from kafkalite.protocol.kafka_python_package import defer_package_init
+    defer_package_init()
     # Imported here so that the client tools, which share this parser, do not load the broker's config
     # model; before `started`, so the reported start-up time means what it meant before.
     from kafkalite.config.server_config import ConfigError, load_config

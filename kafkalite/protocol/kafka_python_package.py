@@ -1,0 +1,64 @@
+"""kafka-python's package `__init__` deferred in the broker process.
+
+The broker uses kafka-python as its protocol engine only (`kafka.protocol`, `kafka.record`,
+`kafka.codec`, `kafka.errors`), but importing any of those runs `kafka/__init__.py` first, which
+imports the admin client, consumer, producer and network stack (~0.2-0.3 s of a broker's start-up
+here, and most of its import time). `defer_package_init` registers the `kafka` package without
+running its `__init__`: submodules import as usual, and the first attribute that is not a
+submodule (`from kafka import KafkaConsumer`, `kafka.__version__`) runs the real `__init__` into
+the same module, so code that wants the clients still gets them."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import sys
+from types import ModuleType
+from typing import Any
+
+PACKAGE = "kafka"
+
+
+def defer_package_init() -> bool:
+    """Register `kafka` with its `__init__` deferred; False (and nothing done) when it is already
+    imported or is not a plain package on disk."""
+    if PACKAGE in sys.modules:
+        return False
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return False
+    module = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+    # What the real `__init__` does for logging, until it runs (then it does it itself)
+    null_handler = logging.NullHandler()
+    logging.getLogger(PACKAGE).addHandler(null_handler)
+
+    def run_package_init() -> None:
+        # Removed first: the `__init__`'s own imports must not come back here.
+        module.__dict__.pop("__getattr__", None)
+        logging.getLogger(PACKAGE).removeHandler(null_handler)
+        loader.exec_module(module)
+
+    def __getattr__(name: str) -> Any:
+        if not name.startswith("__"):
+            # `from kafka import codec` asks the package for the attribute before importing the
+            # submodule: import it rather than the whole package.
+            try:
+                return importlib.import_module(f"{PACKAGE}.{name}")
+            except ModuleNotFoundError as e:
+                if e.name != f"{PACKAGE}.{name}":
+                    raise
+        run_package_init()
+        try:
+            return module.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}") from None
+
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
+    sys.modules[PACKAGE] = module
+    return True
+
+
+def package_init_deferred(module: ModuleType) -> bool:
+    """Whether `module` (the `kafka` package) still has its `__init__` deferred."""
+    return "__getattr__" in module.__dict__
