@@ -9,7 +9,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kafkalite.config.broker_configs import broker_log_config
 from kafkalite.config.dynamic_broker_config import (LOG_CLEANER_CONFIGS, LOG_CONFIGS, DynamicBrokerConfig)
@@ -21,7 +21,6 @@ from kafkalite.server.add_partitions_to_txn_manager import AddPartitionsToTxnMan
 from kafkalite.coordinator.transaction.transaction_state_manager import TransactionConfig, TransactionStateManager
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleaner
 from kafkalite.log.log_manager import LogManager
-from kafkalite.metrics.prometheus import BrokerMetricSources, PrometheusEndpoint
 from kafkalite.metrics.stats import EventLoopLagMonitor, RequestMetrics
 from kafkalite.network.socket_server import Endpoint, SocketServer
 from kafkalite.replica.alter_partition_manager import AlterPartitionManager, controller_endpoint_from
@@ -66,6 +65,10 @@ from kafkalite.server.scheduler import Scheduler
 from kafkalite.server.services import BrokerServices
 
 MIN_LISTEN_BACKLOG = 1024
+
+
+if TYPE_CHECKING:
+    from kafkalite.metrics.prometheus import PrometheusEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -371,6 +374,8 @@ class KafkaServer:
         purgatories = [rm.produce_purgatory, rm.fetch_purgatory, rm.delete_records_purgatory]
         if groups is not None:
             purgatories += [groups.heartbeat_purgatory, groups.rebalance_purgatory]
+        # Imported only when the endpoint is on: prometheus_client is ~50 ms of a broker's start-up.
+        from kafkalite.metrics.prometheus import BrokerMetricSources, PrometheusEndpoint
         lag_monitor = EventLoopLagMonitor()    # fed by the server's loop monitor
         self.event_loop_monitor.on_sample = lag_monitor.record
         self.metrics_endpoint = PrometheusEndpoint(self.config.kafkalite_metrics_prometheus_host, port, BrokerMetricSources(
