@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Optional
 
-__all__ = ["PropertiesSyntaxError", "parse_properties"]
+__all__ = ["PropertiesSyntaxError", "java_trim", "parse_java_integer", "parse_properties", "store_properties"]
 
 # Properties.load's whitespace; note: not '\v' nor Unicode spaces.
 _WHITESPACE = " \t\f"
@@ -129,6 +130,23 @@ def _unescape(raw: str, lineno: int) -> str:
     if any("\ud800" <= ch <= "\udfff" for ch in text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     return text
+
+
+# Integer.parseInt / Long.parseLong / Short.parseShort: an optional sign and decimal digits (any
+# Unicode digits, as Character.digit reads them), no blanks, no '_'
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def parse_java_integer(text: str, bits: Optional[int] = 32) -> Optional[int]:
+    """`text` as Java's parseInt (bits 32), parseLong (64) or parseShort (16) reads it, or None
+    where Java throws NumberFormatException (not a number, or outside the type's range). With
+    bits None, the syntax alone is checked. Trim first where Kafka does (`java_trim`)."""
+    if not _JAVA_INTEGER.fullmatch(text):
+        return None
+    number = int(text)
+    if bits is not None and not -(1 << (bits - 1)) <= number < 1 << (bits - 1):
+        return None
+    return number
 
 
 def java_trim(value: str) -> str:

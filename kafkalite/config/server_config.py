@@ -26,7 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from kafkalite.config.kafka_config_def import KAFKA_BROKER_CONFIG_TYPES
 from kafkalite.config.log_config import LogConfig
-from kafkalite.config.properties import java_trim, PropertiesSyntaxError, parse_properties
+from kafkalite.config.properties import java_trim, PropertiesSyntaxError, parse_java_integer, parse_properties
 
 __all__ = [
     "ConfigError",
@@ -77,7 +77,6 @@ class _Kind:
     text: str
 
 
-_INTEGER_RE = re.compile(r"[+-]?[0-9]+")
 _DOUBLE_RE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
@@ -89,11 +88,9 @@ def _java_integer(bits: int, nullable: bool = False) -> Callable[[Any], int | No
             return None
         if isinstance(value, bool):  # bool is an int subclass; Kafka would not take it
             raise PydanticCustomError("java_type", "not an integer")
-        if isinstance(value, int):
-            number = value
-        elif isinstance(value, str) and _INTEGER_RE.fullmatch(value.strip()):
-            number = int(value.strip())
-        else:
+        number = value if isinstance(value, int) else (
+            parse_java_integer(value.strip(), bits=None) if isinstance(value, str) else None)
+        if number is None:
             raise PydanticCustomError("java_type", "not an integer")
         if not low <= number <= high:
             raise PydanticCustomError("java_range", "out of range", {"bits": bits})

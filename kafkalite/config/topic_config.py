@@ -11,7 +11,7 @@ import math
 import re
 from decimal import Decimal
 
-from kafkalite.config.properties import java_trim
+from kafkalite.config.properties import java_trim, parse_java_integer
 from kafkalite.config.log_config import TOPIC_CONFIG_ATTRS, LogConfig
 
 
@@ -101,8 +101,7 @@ _ENUMS: dict[str, tuple[str, ...]] = {
 }
 _THROTTLED = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 _THROTTLED_ENTRY = re.compile(r"([0-9]+:[0-9]+)?")
-_BOUNDS = {"INT": (-2**31, 2**31 - 1), "LONG": (-2**63, 2**63 - 1)}
-_NUMBER = re.compile(r"[+-]?\d+")     # Java's parseInt/parseLong: Unicode digits, no '_' or spaces
+_BITS = {"INT": 32, "LONG": 64}
 _LIST_SEP = re.compile(r"\s*,\s*")   # ConfigDef's COMMA_WITH_WHITESPACE
 
 # DescribeConfigs ConfigType ids (v3+).
@@ -285,10 +284,9 @@ def _parse_value(key: str, raw: str) -> object:
             raise _invalid(key, java_double_str(number),
                            "Value must be no more than 1" if number > 1 else "Value must be at least 0")
         return number
-    lo_type, hi_type = _BOUNDS[kind]
-    if not _NUMBER.fullmatch(trimmed) or not lo_type <= int(trimmed) <= hi_type:
+    value = parse_java_integer(trimmed, _BITS[kind])
+    if value is None:
         raise _invalid(key, raw, f"Not a number of type {kind}")
-    value = int(trimmed)
     if key == "compression.gzip.level":
         lo, hi, default = _GZIP_LEVELS
         if value > hi or (value < lo and value != default):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from kafkalite.config.log_config import LogConfig
+from kafkalite.config.properties import parse_java_integer
 from kafkalite.metrics.stats import LOG_FLUSH_STATS
 from kafkalite.log.checkpoint import (PARTITION_METADATA_FILE, fsync_dir, fsync_file,
                                       read_partition_metadata, write_partition_metadata)
@@ -56,16 +56,14 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_PARTITION_NUMBER = re.compile(r"\+?[0-9]+")
-
-
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     """``<topic>-<partition>``: topic names may contain '-' and '.', so split at the LAST '-'; the
     partition as Java's Integer.parseInt reads it (an optional '+', at most 2^31-1)."""
     topic, sep, part = dir_name.rpartition("-")
-    if not sep or not topic or not _PARTITION_NUMBER.fullmatch(part) or int(part) > 2**31 - 1:
+    partition = parse_java_integer(part)   # never negative: its '-' would be the separator
+    if not sep or not topic or partition is None:
         raise ValueError(f"Not a partition directory name: {dir_name!r}")
-    return topic, int(part)
+    return topic, partition
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, TypeVar
 
 from kafkalite.config.dynamic_broker_config import java_properties_order
-from kafkalite.config.properties import PropertiesSyntaxError, java_trim, parse_properties, store_properties
+from kafkalite.config.properties import (PropertiesSyntaxError, java_trim, parse_java_integer, parse_properties,
+                                         store_properties)
 from kafkalite.controller.zk.znodes import ZNodeDecodeError, uuid_from_kafka_string, uuid_to_kafka_string
 from kafkalite.log.checkpoint import atomic_write
 
@@ -41,8 +41,6 @@ DIRECTORY_ID_PROP = "directory.id"
 
 # DirectoryId.UNASSIGNED, LOST and MIGRATING: Uuid(0, 0..2), never a real directory's id
 _RESERVED_DIRECTORY_IDS = frozenset(uuid.UUID(int=i) for i in range(3))
-# Integer.parseInt: an optional sign and (Unicode) digits, nothing else, within 32 bits
-_JAVA_INT = re.compile(r"[+-]?\d+")
 
 
 class MetaPropertiesError(Exception):
@@ -75,18 +73,19 @@ def _required_int(props: Mapping[str, str], key: str) -> int:
     value = props.get(key)
     if value is None:
         raise MetaPropertiesError(f"Failed to find {key}")
-    if not _JAVA_INT.fullmatch(value) or not -2**31 <= int(value) < 2**31:
+    number = parse_java_integer(value)
+    if number is None:
         raise MetaPropertiesError(f"Unable to read {key} as a base-10 number.")
-    return int(value)
+    return number
 
 
 def _version(props: Mapping[str, str]) -> int:
     """MetaPropertiesVersion.fromNumberString (a missing version is 0)."""
     text = props.get(VERSION_PROP, "0")
     trimmed = java_trim(text)
-    if not _JAVA_INT.fullmatch(trimmed) or not -2**31 <= int(trimmed) < 2**31:
+    number = parse_java_integer(trimmed)
+    if number is None:
         raise MetaPropertiesError(f"Invalid meta.properties version string '{text}'")
-    number = int(trimmed)
     if number not in (0, 1):
         raise MetaPropertiesError(f"Unknown meta.properties version number {number}")
     return number

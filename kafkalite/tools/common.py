@@ -15,6 +15,7 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
+from kafkalite.config.properties import parse_java_integer
 from kafkalite.cluster.topic_validation import topic_name_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,9 +89,9 @@ INT16_MAX, INT32_MAX, INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
 def bounded_int(text: str, low: int, high: int) -> int:
     """An integer option within [low, high] (Kafka's tools take Java ints and longs: a value
     outside their range is refused there, never sent to the broker)."""
-    if not re.fullmatch(r"[+-]?[0-9]+", text):  # Java's parseInt/parseLong: no blanks, no '_'
+    v = parse_java_integer(text, bits=None)
+    if v is None:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}")
-    v = int(text)
     if v < low:
         raise argparse.ArgumentTypeError(f"must be > 0, got {v}" if low == 1 else f"must be >= {low}, got {v}")
     if v > high:

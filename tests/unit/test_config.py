@@ -4,12 +4,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from pydantic import ValidationError
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.config.properties import PropertiesSyntaxError, parse_properties
+from kafkalite.config.properties import PropertiesSyntaxError, parse_java_integer, parse_properties
 from kafkalite.config.server_config import (
     ConfigError,
     Endpoint,
@@ -709,3 +710,16 @@ def test_to_properties_covers_every_field() -> None:
     assert len(rendered) == len(KafkaConfig.model_fields)
     assert rendered["log.preallocate"] == "false"
     assert rendered["zookeeper.connect"] is None
+
+
+@pytest.mark.parametrize("text, bits, expected", [
+    ("0", 32, 0), ("+7", 32, 7), ("-7", 32, -7), ("007", 32, 7),
+    ("2147483647", 32, 2**31 - 1), ("-2147483648", 32, -2**31), ("2147483648", 32, None), ("-2147483649", 32, None),
+    ("9223372036854775807", 64, 2**63 - 1), ("9223372036854775808", 64, None),
+    ("32767", 16, 2**15 - 1), ("32768", 16, None), ("99999999999999999999", None, 99999999999999999999),
+    ("\u0663", 32, 3),      # Character.digit reads any Unicode decimal digit, as parseInt does
+    ("", 32, None), ("+", 32, None), ("-", 32, None), (" 1", 32, None), ("1 ", 32, None), ("1_000", 32, None),
+    ("0x10", 32, None), ("1.0", 32, None), ("1e3", 32, None), ("++1", 32, None),
+])
+def test_parse_java_integer_reads_as_javas_parse_methods(text: str, bits: Optional[int], expected: Optional[int]) -> None:
+    assert parse_java_integer(text, bits) == expected

@@ -11,12 +11,12 @@ dynamically). BROKER_LOGGER, CLIENT_METRICS and GROUP resources are answered INV
 Kafka's authorization step does."""
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from kafkalite.config.broker_configs import BrokerConfigView, ConfigEntry
+from kafkalite.config.properties import parse_java_integer
 from kafkalite.config.topic_config import CONFIG_TYPE_IDS
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.server.handler import ApiSpec
@@ -37,7 +37,6 @@ INVALID_REQUEST_DEFAULT_MESSAGE = ("This most likely occurs because of a request
                                    "library or the message was sent to an incompatible broker. See the broker "
                                    "logs for more details.")
 
-_INT = re.compile(r"[+-]?\d+")
 
 
 def resource_type_name(resource_type: int) -> str:
@@ -51,9 +50,10 @@ def resource_repr(resource_type: int, name: str) -> str:
 
 def parse_broker_id(name: str, what: str = "Broker id") -> int:
     """Scala's String.toInt (Integer.parseInt) or INVALID_REQUEST."""
-    if not _INT.fullmatch(name) or not -2**31 <= int(name) < 2**31:
+    broker_id = parse_java_integer(name)
+    if broker_id is None:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"{what} must be an integer, but it is: {name}")
-    return int(name)
+    return broker_id
 
 
 def make(services: BrokerServices) -> ApiSpec:
