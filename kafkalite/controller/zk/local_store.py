@@ -19,7 +19,6 @@ import asyncio
 import base64
 import json
 import logging
-import os
 import random
 import time
 import uuid
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from kafkalite.controller.zk import znodes
+from kafkalite.log.checkpoint import atomic_write
 from kafkalite.controller.zk.znode_store import (BadVersionError, CheckOp, CreateOp, DeleteOp,
                                                  NoChildrenForEphemeralsError, NodeExistsError,
                                                  NoNodeError, NotEmptyError, Op, OpResult,
@@ -93,21 +93,6 @@ def _snapshot_text(rows: list[tuple], zxid: int) -> str:
         entry.update(_encode_data(data))
         parts.append(f"{dumps(p)}:{dumps(entry)}")
     return f'{{"version":{dumps(FORMAT_VERSION)},"zxid":{dumps(zxid)},"nodes":{{{",".join(parts)}}}}}'
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class _Txn:
@@ -450,8 +435,13 @@ class LocalZNodeStore(ZNodeStore):
         # Only the copy is taken on the loop (the tree changes under it otherwise); building the
         # document and the JSON of tens of thousands of znodes runs in the worker thread.
         rows, zxid = self._snapshot_rows(), self._zxid
-        await asyncio.to_thread(lambda: _write_atomically(self.path, _snapshot_text(rows, zxid)))
+        await asyncio.to_thread(self._write_snapshot, rows, zxid)
         self._persisted = max(self._persisted, covered)
+
+    def _write_snapshot(self, rows: list[tuple], zxid: int) -> None:
+        """In a worker thread: the file replaced whole (temp file, fsync, rename, directory fsync)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, _snapshot_text(rows, zxid).encode("utf-8"))
 
     def _snapshot_rows(self) -> list[tuple]:
         """Every persistent node as a tuple of immutable values: (path, version, cversion, czxid,
