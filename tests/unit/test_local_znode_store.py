@@ -208,18 +208,18 @@ def test_group_commit_shares_persists(tmp_path: Path, monkeypatch: pytest.Monkey
     writes: list[int] = []
     writing = threading.Event()
     release = threading.Event()
-    original = local_store_module._write_atomically
+    original = local_store_module.atomic_write
 
-    def slow_counting(path: Path, text: str) -> None:
-        writes.append(len(json.loads(text)["nodes"]))
+    def slow_counting(path: Path, data: bytes) -> None:
+        writes.append(len(json.loads(data)["nodes"]))
         writing.set()
         release.wait(10)
-        original(path, text)
+        original(path, data)
 
     async def main() -> None:
         s = LocalZNodeStore(tmp_path)
         await s.start()
-        monkeypatch.setattr(local_store_module, "_write_atomically", slow_counting)
+        monkeypatch.setattr(local_store_module, "atomic_write", slow_counting)
         # writes issued together share one persist
         release.set()
         await asyncio.gather(*(s.create(f"/a{i}") for i in range(10)))
@@ -249,9 +249,9 @@ def test_failed_persist_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         s = LocalZNodeStore(tmp_path)
         await s.start()
 
-        def failing(path: Path, text: str) -> None:
+        def failing(path: Path, data: bytes) -> None:
             raise OSError(28, "No space left on device")
-        monkeypatch.setattr(local_store_module, "_write_atomically", failing)
+        monkeypatch.setattr(local_store_module, "atomic_write", failing)
         with pytest.raises(StoreError, match="No space left on device"):
             await s.create("/x")
     run(main())
