@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from kafkalite.config.properties import parse_java_integer
 from kafkalite.cluster.topic_validation import INTERNAL_TOPICS
 from kafkalite.tools import common
 from kafkalite.tools.common import ToolError
@@ -129,13 +130,10 @@ def formatter(props: dict[str, str]) -> Formatter:
 def _parse_start_offset(text: Optional[str], parser: argparse.ArgumentParser) -> Optional[object]:
     if text is None:
         return None
-    if text in ("earliest", "latest"):
-        return text
-    try:
-        offset = int(text)
-    except ValueError:
-        parser.error(f"--offset must be earliest, latest or a non-negative integer, got {text!r}")
-    if not 0 <= offset <= common.INT64_MAX:
+    if text.lower() in ("earliest", "latest"):   # any case, as ConsoleConsumerOptions.parseOffset
+        return text.lower()
+    offset = parse_java_integer(text, 64)   # Long.parseLong: no blanks, no '_'
+    if offset is None or offset < 0:
         parser.error(f"--offset must be earliest, latest or a non-negative integer, got {text!r}")
     return offset
 
