@@ -225,8 +225,10 @@ class LogSegment:
                 f"Offset {last_offset} does not fit segment {self.base_offset}")
         # At most one index entry per batch: their disk blocks first, so that a full disk fails
         # the append here rather than after the data is written. Only when this append can
-        # write an entry at all: small appends leave the indexes unmapped.
-        if self._bytes_since_last_index_entry + sum(b[0] for b in batches) \
+        # write an entry at all, i.e. when the bytes before one of its batches exceed the
+        # interval (the last batch's own bytes count for the next append): small appends, and
+        # the first append to a segment, leave the indexes unmapped.
+        if self._bytes_since_last_index_entry + sum(b[0] for b in batches[:-1]) \
                 > self.index_interval_bytes:
             self.offset_index.reserve_entries(len(batches))
             self.time_index.reserve_entries(len(batches))

@@ -245,3 +245,20 @@ def test_roll_out_of_descriptors_keeps_the_log_appendable(tmp_path: Path) -> Non
     assert len(lg.read(0, 1 << 20).read_bytes()) == len(batch(3)) + len(batch(2)) + len(batch(1))
     assert len(lg.read(5, 1 << 20).read_bytes()) == len(batch(1))
     lg.close()
+
+
+def test_first_append_of_a_segment_maps_no_index(tmp_path: Path) -> None:
+    """Kafka's LogSegment.append writes an index entry for a batch only when the bytes appended
+    before it exceed index.interval.bytes: a segment's first append, however large, writes none
+    (so, with many partitions and one batch each, no index is mapped); the next one does, at
+    the second batch's position."""
+    one = batch(50)                           # ~5.5 KiB, above the 4096-byte interval
+    lg = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=4096), now_ms=T0)
+    seg = lg.active_segment
+    lg.append_as_leader(one, 0, T0)
+    assert mapping_lines(seg.offset_index.path) == [] and mapping_lines(seg.time_index.path) == []
+    assert (seg.offset_index.entries, seg.time_index.entries) == (0, 0)      # (maps them to look)
+    lg.append_as_leader(one, 0, T0)
+    assert seg.offset_index.entries == 1 and seg.offset_index.lookup(99) == (99, len(one))   # the batch's last offset
+    assert seg.time_index.entries == 1
+    lg.close()
