@@ -36,8 +36,9 @@ from kafkalite.log.producer_state import (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORI
 from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader,
                                         parse_end_txn_marker, parse_header, set_max_timestamp,
                                         split_batches, stamped_header, validate_batch)
-from kafkalite.log.producer_snapshot import (CorruptSnapshotError, list_snapshots, read_snapshot,
-                                             snapshot_file, write_snapshot)
+from kafkalite.log.producer_snapshot import (CorruptSnapshotError, encode_snapshot, list_snapshots,
+                                             read_snapshot, rename_if_same, snapshot_file,
+                                             write_snapshot_data)
 from kafkalite.log.transaction_index import AbortedTxn
 from kafkalite.log.log_offset_metadata import LogOffsetMetadata
 from kafkalite.log.segment import (CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
@@ -324,13 +325,29 @@ class Log:
         (Kafka's takeSnapshot, at roll and at close). Returns whether one was written."""
         return self.take_producer_snapshot_at(self._next_offset, sync=sync)
 
-    def take_producer_snapshot_at(self, offset: int, *, sync: bool = True) -> bool:
+    def take_producer_snapshot_at(self, offset: int, *, sync: bool = True,
+                                  reuse_unchanged: bool = False) -> bool:
         """Without ``sync`` the file is fsynced by the next flush (before the recovery point
-        passes ``offset``)."""
+        passes ``offset``). ``reuse_unchanged`` (at close): when the newest snapshot lies inside
+        the active segment (one taken at a close, not at a roll) and holds exactly the state
+        at ``offset``, it is renamed to ``offset`` instead of writing a new file -- the same
+        file under the same name; it no longer stands at its old offset, which a truncation
+        below ``offset`` then reloads from an older snapshot."""
         if offset <= self._last_snapshot_offset:
             return False
         path = snapshot_file(self.dir, offset)
-        write_snapshot(path, self.producer_state.producers.values(), sync=sync)
+        data = encode_snapshot(self.producer_state.producers.values())
+        last = self._last_snapshot_offset
+        old = snapshot_file(self.dir, last)
+        if reuse_unchanged and last > self._segments[-1].base_offset \
+                and rename_if_same(old, path, data):
+            if old in self._unsynced_files:
+                self._unsynced_files.remove(old)
+            if sync:
+                fsync_file(path)
+                fsync_dir(self.dir)
+        else:
+            write_snapshot_data(path, data, sync=sync)
         if not sync:
             self._unsynced_files.append(path)
         self._last_snapshot_offset = offset
@@ -888,7 +905,7 @@ class Log:
             return
         if sync:
             self.flush()
-        self.take_producer_snapshot(sync=sync)
+        self.take_producer_snapshot_at(self._next_offset, sync=sync, reuse_unchanged=True)
         for seg in self._segments:
             seg.close()
         if not sync:

@@ -123,7 +123,11 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: b
     """Write atomically: temp file, fsync, rename over ``path``, fsync the directory (without
     ``sync`` the fsyncs are the caller's: the log's flush job, as Kafka flushes the snapshot
     taken at a roll in its async flush)."""
-    data = encode_snapshot(entries)
+    write_snapshot_data(path, encode_snapshot(entries), sync=sync)
+
+
+def write_snapshot_data(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """:func:`write_snapshot` of an already encoded snapshot."""
     try:
         atomic_write(path, data, sync=sync)
     except OSError as e:
@@ -131,5 +135,24 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: b
         raise KafkaStorageError(f"I/O error writing producer snapshot {path}: {e}") from e
 
 
+def rename_if_same(old: Path, new: Path, data: bytes) -> bool:
+    """Rename the snapshot ``old`` to ``new`` when it holds exactly ``data`` (the encoded state at
+    ``new``'s offset): the file a write would create, without allocating an inode (0.2-1 ms per
+    file on a busy ext4 against ~20 us for a rename; a shutdown writes one per partition). The
+    rename is atomic: a crash leaves either name, each true for its offset. False, with nothing
+    changed, when ``old`` differs or cannot be read."""
+    try:
+        if old.read_bytes() != data:
+            return False
+    except OSError:
+        return False
+    try:
+        os.replace(old, new)
+    except OSError as e:
+        raise KafkaStorageError(f"I/O error renaming producer snapshot {old} to {new}: {e}") from e
+    return True
+
+
 __all__ = ["SNAPSHOT_SUFFIX", "CorruptSnapshotError", "snapshot_file", "list_snapshots",
-           "encode_snapshot", "decode_snapshot", "read_snapshot", "write_snapshot"]
+           "encode_snapshot", "decode_snapshot", "read_snapshot", "write_snapshot",
+           "write_snapshot_data", "rename_if_same"]

@@ -562,6 +562,10 @@ class IdempotenceMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.lg.close()
+        # a close with the state unchanged renames the newest snapshot to the log end offset
+        on_disk = set(self.lg.producer_snapshot_offsets())
+        for off in [o for o in self.snaps if o not in on_disk]:
+            del self.snaps[off]
         if self.model.leo not in self.snaps:
             self.snaps[self.model.leo] = (self.state[0], self.state[1][-1:])
         self.lg = Log.open(self.path, LogConfig(segment_bytes=600), had_clean_shutdown=True,

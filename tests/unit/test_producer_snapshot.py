@@ -97,6 +97,38 @@ def test_written_at_roll_and_close(tmp_path: Path) -> None:
     assert list(list_snapshots(lg.dir)) == [4, 8, 10]
 
 
+def test_close_with_unchanged_state_renames_the_newest_snapshot(tmp_path: Path) -> None:
+    lg = open_log(tmp_path / "t-0")
+    lg.append_as_leader(data(1, 0), 0, T0)                                  # 0-1
+    lg.close()
+    assert list(list_snapshots(lg.dir)) == [2]
+    written = snapshot_file(lg.dir, 2).read_bytes()
+    # Records without a producer id leave the state as it was: the file moves to the new end.
+    lg = open_log(lg.dir, had_clean_shutdown=True)
+    lg.append_as_leader(build_batch([(None, b"v", T0)]), 0, T0)            # 2
+    lg.close()
+    assert list(list_snapshots(lg.dir)) == [3]
+    assert snapshot_file(lg.dir, 3).read_bytes() == written
+    lg = open_log(lg.dir, had_clean_shutdown=True)
+    assert state(lg)["producers"] == {1: (0, 1, 0, 1, T0 + 1, -1, None)}
+    # A changed state is a new file; the older one stays.
+    lg.append_as_leader(data(1, 2), 0, T0)                                  # 3-4
+    lg.close()
+    assert list(list_snapshots(lg.dir)) == [3, 5]
+    assert decode_snapshot(snapshot_file(lg.dir, 5).read_bytes())[0].last_seq == 3
+
+
+def test_close_never_renames_the_snapshot_taken_at_a_roll(tmp_path: Path) -> None:
+    size = len(build_batch([(None, b"v", T0)]))
+    lg = open_log(tmp_path / "t-0", LogConfig(segment_bytes=size * 2))
+    for _ in range(3):
+        lg.append_as_leader(build_batch([(None, b"v", T0)]), 0, T0)
+    assert [s.base_offset for s in lg.segments] == [0, 2]
+    assert list(list_snapshots(lg.dir)) == [2]
+    lg.close()
+    assert list(list_snapshots(lg.dir)) == [2, 3]
+
+
 def test_truncation_deletes_snapshots_above_and_reloads(tmp_path: Path) -> None:
     size = len(data(1, 0))
     lg = open_log(tmp_path / "t-0", LogConfig(segment_bytes=size * 2))
