@@ -20,6 +20,7 @@ shutdown): the file is still replaced atomically, but a crash may keep the old o
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -56,18 +57,25 @@ def fsync_file(path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """``path`` replaced whole: ``<name>.tmp`` written (and fsynced), renamed over it, the directory
+    fsynced. A failure before the rename removes the temp file and leaves ``path`` as it was."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     if sync:
         fsync_dir(path.parent)
 

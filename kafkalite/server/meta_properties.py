@@ -11,7 +11,6 @@ wiring (kafkalite/server/broker.py).
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import uuid
@@ -261,10 +260,4 @@ def meta_properties_text(meta: MetaProperties, now: Optional[time.struct_time] =
 def write_meta_properties(log_dir: str, meta: MetaProperties) -> None:
     """PropertiesUtils.writePropertiesFile with fsync: meta.properties.tmp written and synced,
     then renamed over meta.properties and the directory synced."""
-    path = Path(meta_properties_path(log_dir))
-    try:
-        atomic_write(path, meta_properties_text(meta).encode("utf-8"))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path.with_name(path.name + ".tmp"))
-        raise
+    atomic_write(Path(meta_properties_path(log_dir)), meta_properties_text(meta).encode("utf-8"))

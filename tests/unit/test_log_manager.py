@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log.checkpoint import (CheckpointError, format_offset_checkpoint,
+from kafkalite.log import checkpoint as checkpoint_module
+from kafkalite.log.checkpoint import (CheckpointError, atomic_write, format_offset_checkpoint,
                                       parse_offset_checkpoint, read_offset_checkpoint,
                                       read_partition_metadata, topic_id_from_string,
                                       topic_id_to_string, write_offset_checkpoint)
@@ -38,6 +39,19 @@ def test_checkpoint_format_and_atomic_write(tmp_path: Path) -> None:
     for bad in ("", "1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\n1\na x 1\n", "zero\n0\n"):
         with pytest.raises(CheckpointError):
             parse_offset_checkpoint(bad)
+
+
+def test_atomic_write_failure_leaves_the_file_and_no_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "meta.properties"
+    atomic_write(path, b"old\n")
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(checkpoint_module.os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="No space left on device"):
+        atomic_write(path, b"new\n")
+    assert path.read_bytes() == b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.properties"]
 
 
 def test_topic_id_encoding_is_kafkas() -> None:
