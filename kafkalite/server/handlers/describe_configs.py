@@ -38,7 +38,6 @@ INVALID_REQUEST_DEFAULT_MESSAGE = ("This most likely occurs because of a request
                                    "logs for more details.")
 
 
-
 def resource_type_name(resource_type: int) -> str:
     return RESOURCE_TYPE_NAMES.get(resource_type, "UNKNOWN")
 
