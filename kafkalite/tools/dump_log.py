@@ -70,6 +70,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    metavar="BYTES", help=f"size of the largest batch (default {DEFAULT_MAX_MESSAGE_SIZE})")
     p.add_argument("--max-bytes", type=common.positive_int, default=INT32_MAX, metavar="BYTES",
                    help="read at most this many bytes of each .log file")
+    common.add_version_arg(p)   # Kafka's DumpLogSegmentsOptions take --version too (CommandDefaultOptions)
     p.set_defaults(func=lambda args: common.run_tool(TOOL, _run, args), parser=p)
 
 

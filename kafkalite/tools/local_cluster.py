@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Optional
 
-from kafkalite.tools.common import port_number, positive_int
+from kafkalite.tools.common import add_version_arg, port_number, positive_int
 from kafkalite.tools.local_zookeeper import lock_dir
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="a broker property for every broker (repeatable)")
     p.add_argument("--start-timeout-s", type=positive_int, default=60, metavar="S",
                    help="how long to wait for ZooKeeper and the brokers (default 60)")
+    add_version_arg(p)
     p.set_defaults(func=run, parser=p)
 
 

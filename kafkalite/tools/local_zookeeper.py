@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Callable, Optional
 
-from kafkalite.tools.common import port_number, positive_int   # standard library at import
+from kafkalite.tools.common import add_version_arg, port_number, positive_int   # standard library at import
 
 TOOL = "zookeeper"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -267,6 +267,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help=f"ZooKeeper's jar (default ${JAR_ENV} or {ZOOKEEPER_JAR})")
     p.add_argument("--start-timeout-s", type=positive_int, default=60, metavar="S",
                    help="how long to wait for ZooKeeper to answer (default 60)")
+    add_version_arg(p)
     p.set_defaults(func=run, parser=p)
 
 
