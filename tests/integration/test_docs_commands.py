@@ -1,9 +1,11 @@
 """The commands the docs show, run as written against a real broker, their output compared line by line.
 
 docs/operations.md's tool transcripts are fenced blocks whose lines starting with `$ kafkalite `
-are commands and whose other lines are the output the command prints; the `kafkalite topics`
-transcript runs here in order on a fresh broker (`--bootstrap-server` added, `kafkalite` run as
-`python -m kafkalite`). A topic id, the one value that differs on every run, matches any id. The
+are commands (a trailing backslash continues one on the next line) and whose other lines are the
+output the command prints; the `kafkalite topics`, `configs` and `console-consumer` transcripts
+run here in order, each on a fresh broker holding what the transcript assumes (`--bootstrap-server`
+added, `kafkalite` run as `python -m kafkalite`). A topic id, the one value that differs on every
+run, matches any id; a `  ...` line stands for the rest of the output. The
 ready line shown by README.md and docs/operations.md has the form the broker prints. (The pytest
 examples of README.md and docs/testing.md run in tests/plugin/test_plugin.py; the README's
 install commands in tests/integration/test_runtime_install.py.)
@@ -51,13 +53,23 @@ def transcripts(markdown: str) -> list[list[tuple[str, list[str]]]]:
         if not block or not block[0].startswith("$ kafkalite "):
             continue
         steps: list[tuple[str, list[str]]] = []
+        continued = False
         for line in block:
-            if line.startswith("$ "):
+            if continued:  # a command's next line, after a trailing backslash
+                steps[-1] = (steps[-1][0][:-1].rstrip() + " " + line.strip(), steps[-1][1])
+            elif line.startswith("$ "):
                 steps.append((line[2:], []))
             else:
                 steps[-1][1].append(line)
+            continued = not steps[-1][1] and steps[-1][0].endswith("\\")
         found.append(steps)
     return found
+
+
+def transcript_of(tool: str) -> list[tuple[str, list[str]]]:
+    """operations.md's one transcript of `kafkalite TOOL`."""
+    (steps,) = [t for t in transcripts(OPERATIONS_MD.read_text()) if t[0][0].startswith(f"kafkalite {tool} ")]
+    return steps
 
 
 def expected_line(doc_line: str) -> re.Pattern[str]:
@@ -85,7 +97,7 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 def test_operations_md_topics_transcript_runs_as_shown(broker: BrokerProcess) -> None:
-    (steps,) = [t for t in transcripts(OPERATIONS_MD.read_text()) if t[0][0].startswith("kafkalite topics ")]
+    steps = transcript_of("topics")
     assert [c.split()[:3] for c, _ in steps] == [["kafkalite", "topics", "--create"], ["kafkalite", "topics", "--list"],
                                                  ["kafkalite", "topics", "--describe"], ["kafkalite", "topics", "--alter"],
                                                  ["kafkalite", "topics", "--alter"], ["kafkalite", "topics", "--delete"]]
@@ -99,6 +111,63 @@ def test_operations_md_topics_transcript_runs_as_shown(broker: BrokerProcess) ->
         assert len(got) == len(output), (command, got, output)
         for doc_line, line in zip(output, got):
             assert expected_line(doc_line).fullmatch(line), (command, doc_line, line)
+
+
+def assert_prints_as_documented(command: str, result: subprocess.CompletedProcess[str], output: list[str],
+                                on_stderr: tuple[str, ...] = ()) -> None:
+    """The documented output lines, those starting with one of `on_stderr` expected on stderr and
+    the others on stdout, each exactly; a documented `  ...` line stands for the rest of stdout."""
+    assert result.returncode == 0, (command, result.stderr)
+    documented_out = [line for line in output if not line.startswith(on_stderr)]
+    documented_err = [line for line in output if line.startswith(on_stderr)]
+    got = result.stdout.splitlines()
+    if documented_out and documented_out[-1].strip() == "...":
+        documented_out = documented_out[:-1]
+        assert len(got) > len(documented_out), (command, got)
+        got = got[:len(documented_out)]
+    assert len(got) == len(documented_out), (command, got, documented_out)
+    for doc_line, line in zip(documented_out, got):
+        assert expected_line(doc_line).fullmatch(line), (command, doc_line, line)
+    assert result.stderr.splitlines() == documented_err, command
+
+
+def create_orders(bootstrap: str, *options: str) -> None:
+    """The topic the transcripts use, created by the documented tool."""
+    created = run_documented("kafkalite topics --create --topic orders --partitions 2 " + " ".join(options), bootstrap)
+    assert created.returncode == 0, created.stderr
+
+
+def test_operations_md_configs_transcript_runs_as_shown(broker: BrokerProcess) -> None:
+    """On the topic as the topics transcript's --alter left it (retention.ms=60000)."""
+    steps = transcript_of("configs")
+    assert [c.split()[:3] for c, _ in steps] == [["kafkalite", "configs", "--entity-type"]] * 3
+    create_orders(broker.bootstrap_servers, "--config retention.ms=60000")
+    for command, output in steps:
+        assert_prints_as_documented(command, run_documented(command, broker.bootstrap_servers), output)
+    # the alteration took effect: describe again
+    after = run_documented("kafkalite configs --entity-type topics --entity-name orders --describe",
+                           broker.bootstrap_servers)
+    assert after.stdout.splitlines() == [
+        "Dynamic configs for topic orders are:",
+        "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}"], after
+
+
+def test_operations_md_console_consumer_transcript_runs_as_shown(broker: BrokerProcess) -> None:
+    """On a two-partition topic holding the records the transcript shows (k3/v3 first in
+    partition 0, k1/v1 first in partition 1); the record count goes to stderr, as Kafka's."""
+    from kafka import KafkaProducer
+
+    steps = transcript_of("console-consumer")
+    create_orders(broker.bootstrap_servers)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        producer.send("orders", key=b"k1", value=b"v1", partition=1).get(timeout=30)
+        producer.send("orders", key=b"k3", value=b"v3", partition=0).get(timeout=30)
+    finally:
+        producer.close()
+    ((command, output),) = steps
+    assert_prints_as_documented(command, run_documented(command, broker.bootstrap_servers), output,
+                                on_stderr=("Processed a total of",))
 
 
 def test_documented_ready_line_is_the_brokers(broker: BrokerProcess) -> None:
