@@ -38,6 +38,8 @@ EPOCH_DURING_DELETE = -2         # LeaderAndIsr.EpochDuringDelete, StopReplica's
 NO_EPOCH = -1
 
 ResponseCallback = Callable[[int, ApiMessage], None]
+# A StopReplica response, with the partitions that request asked the broker to delete.
+StopReplicaCallback = Callable[[int, ApiMessage, frozenset[TopicPartition]], None]
 
 
 @dataclass
@@ -135,7 +137,7 @@ class ControllerBrokerRequestBatch:
     context: ControllerContext
     channel: ControllerChannelManager
     inter_broker_listener: str
-    on_stop_replica_response: Optional[ResponseCallback] = None
+    on_stop_replica_response: Optional[StopReplicaCallback] = None
     on_leader_and_isr_response: Optional[ResponseCallback] = None
     leader_and_isr: dict[int, dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch, ReplicaAssignment, bool]]] = \
         field(default_factory=dict)
@@ -295,4 +297,10 @@ class ControllerBrokerRequestBatch:
             request = Req(controller_id=self.controller_id, is_k_raft_controller=False,
                           controller_epoch=controller_epoch, broker_epoch=self._broker_epoch(broker_id),
                           topic_states=[T(topic_name=t, partition_states=ps) for t, ps in by_topic.items()])
-            self.channel.send(broker_id, request, STOP_REPLICA_VERSION, self.on_stop_replica_response)
+            on_response = self.on_stop_replica_response
+            # only a partition deleted by this request can complete a topic deletion (Kafka's
+            # isPartitionDeleted): the answer to a StopReplica without delete must not
+            deleting = frozenset(tp for tp, st in states.items() if st.delete)
+            self.channel.send(broker_id, request, STOP_REPLICA_VERSION,
+                              None if on_response is None else
+                              (lambda b, r, deleting=deleting: on_response(b, r, deleting)))

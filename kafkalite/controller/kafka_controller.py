@@ -326,11 +326,15 @@ class KafkaController:
         self.batch.add_update_metadata_request_for_brokers(broker_ids, partitions)
         self.batch.send_requests_to_brokers(self.context.epoch)
 
-    def _on_stop_replica_response(self, broker_id: int, response) -> None:
+    def _on_stop_replica_response(self, broker_id: int, response, deleting: frozenset[TopicPartition]) -> None:
+        """Kafka's stopReplicaPartitionDeleteResponseCallback: the partitions this request deleted,
+        of topics whose deletion is in progress (a replica in ReplicaDeletionStarted)."""
         errors: dict[TopicPartition, int] = {}
         for pe in response.partition_errors:
-            if self.context.is_topic_queued_for_deletion(pe.topic_name):
-                errors[TopicPartition(pe.topic_name, pe.partition_index)] = pe.error_code
+            tp = TopicPartition(pe.topic_name, pe.partition_index)
+            if tp in deleting and self.context.is_any_replica_in_state(pe.topic_name,
+                                                                       ReplicaState.ReplicaDeletionStarted):
+                errors[tp] = pe.error_code
         if errors:
             top = response.error_code
             self._put("TopicDeletionStopReplicaResponseReceived",
