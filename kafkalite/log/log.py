@@ -149,6 +149,10 @@ FlushTimer = Callable[["Log"], None]
 FLUSH_MS_NEVER = 2**62
 # Takes segments already renamed ``.deleted`` and removes them after the log's file.delete.delay.ms.
 SegmentDeleter = Callable[["Log", "list[LogSegment]"], None]
+# Why the log start offset moved: Kafka's LogStartOffsetIncrementReason, as its log line prints it.
+LEADER_OFFSET_INCREMENTED = "leader offset increment"
+SEGMENT_DELETION = "segment deletion"
+CLIENT_RECORD_DELETION = "client delete records request"
 
 
 def _as_byte_view(records: bytes | bytearray | memoryview) -> memoryview:
@@ -1030,9 +1034,11 @@ class Log:
 
     # -- log start offset and retention ------------------------------------------------------
     def maybe_increment_log_start_offset(self, new_log_start_offset: int,
-                                         high_watermark: int | None = None) -> bool:
-        """Move the log start offset forward (DeleteRecords, retention). It may not pass the
-        high watermark (default: the log end offset). Returns whether it moved."""
+                                         high_watermark: int | None = None,
+                                         reason: str = CLIENT_RECORD_DELETION) -> bool:
+        """Move the log start offset forward (DeleteRecords, a follower following its leader).
+        It may not pass the high watermark (default: the log end offset). Returns whether it
+        moved; logs the move with its reason, as Kafka's UnifiedLog."""
         self._check_open()
         hw = self._next_offset if high_watermark is None else high_watermark
         if new_log_start_offset > hw:
@@ -1043,6 +1049,7 @@ class Log:
             self._log_start_offset = new_log_start_offset
             if self._recovery_point < new_log_start_offset:
                 self._recovery_point = new_log_start_offset
+            log.info("%sIncremented log start offset to %d due to %s", self.log_ident, new_log_start_offset, reason)
             self._on_log_start_offset_incremented()
             return True
         return False
@@ -1076,8 +1083,10 @@ class Log:
             return 0
         def reason(segments: list[LogSegment]) -> None:
             for seg in segments:
-                log.info("%sDeleting segment %r due to log retention time %dms breach based on the largest "
-                         "record timestamp in the segment", self.log_ident, seg, retention_ms)
+                basis = ("the largest record timestamp in the segment" if seg.max_timestamp_so_far >= 0
+                         else "the last modified time of the segment")
+                log.info("%sDeleting segment %r due to log retention time %dms breach based on %s",
+                         self.log_ident, seg, retention_ms, basis)
         return self._delete_old_segments(
             lambda seg, nxt: now_ms - seg.largest_timestamp() > retention_ms,
             upper_bound_offset, now_ms, reason)
@@ -1140,6 +1149,7 @@ class Log:
             self._log_start_offset = first_base
             if self._recovery_point < first_base:
                 self._recovery_point = first_base
+            log.info("%sIncremented log start offset to %d due to %s", self.log_ident, first_base, SEGMENT_DELETION)
             self._on_log_start_offset_incremented()
         return count
 

@@ -458,8 +458,6 @@ class LogManager:
         except FileNotFoundError:
             pass        # the caller renamed it (and deletes it: delete_dirs_later)
         else:
-            log.info("Log for partition %s is renamed to %s and is scheduled for deletion",
-                     lg.name, target)
             if not self.delete_dirs_later([target]):
                 shutil.rmtree(target, ignore_errors=True)
         self._flush_requests.pop(lg, None)
@@ -719,8 +717,8 @@ class LogManager:
         """Log.segment_deleter: remove the ``.deleted`` files after the log's
         ``file.delete.delay.ms`` (Kafka's "delete-file" task)."""
         def delete() -> None:
-            log.info("Deleting segment files %s of %s", ", ".join(s.log_path.name for s in segments),
-                     lg.name)
+            log.info("[LocalLog partition=%s, dir=%s] Deleting segment files %s", lg.dir.name, lg.dir.parent,
+                     ",".join(map(repr, segments)))
             for seg in segments:
                 seg.delete()
         self._delete_later(lg.config.file_delete_delay_ms, delete)
@@ -728,14 +726,18 @@ class LogManager:
     def delete_dirs_later(self, dirs: list[Path]) -> bool:
         """Remove partition directories already renamed ``-delete`` after the broker's
         ``log.segment.delete.delay.ms`` (Kafka's asyncDelete: fetches already reading their
-        files finish), in the pool. On the loop; False (nothing done) without the flusher."""
+        files finish), in the pool. On the loop; False (nothing done) without the flusher.
+        Logs Kafka's two lines (LogManager.asyncDelete, deleteLogs) for each directory."""
+        names = {d: "%s-%d" % log_dir_topic_partition(d.parent, d.name) for d in dirs}
+        for d in dirs:
+            log.info("Log for partition %s is renamed to %s and is scheduled for deletion", names[d], d.absolute())
         if not self._on_loop():
             return False
 
         def delete() -> None:
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
-                log.info("Deleted log %s.", d)
+                log.info("Deleted log for partition %s in %s.", names[d], d.absolute())
         self._delete_later(self.default_config.file_delete_delay_ms, delete)
         return True
 

@@ -171,7 +171,16 @@ class LogSegment:
         return cls(dir, base_offset, config, now_ms=now_ms, suffix=suffix)
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+        """Kafka's LogSegment.toString, which its log lines print (segment deletions). As Kafka's,
+        the largest timestamp is the one known in memory (-1 if the time index was never read:
+        a log line does not load it); the modification time is 0 for a file that is gone."""
+        ts = -1 if self._max_ts_and_offset is None else self._max_ts_and_offset[0]
+        try:
+            modified = self.last_modified_ms()
+        except OSError:
+            modified = 0
+        return (f"LogSegment(baseOffset={self.base_offset}, size={self._size}, lastModifiedTime={modified}, "
+                f"largestRecordTimestamp={ts})")
 
     # -- basic state -------------------------------------------------------------------------
     @property

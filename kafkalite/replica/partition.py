@@ -20,7 +20,7 @@ from typing import Callable, Optional
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.log.errors import UnexpectedAppendOffsetError
 from kafkalite.log.leader_epoch_cache import LeaderEpochCache
-from kafkalite.log.log import ORIGIN_CLIENT, Log
+from kafkalite.log.log import LEADER_OFFSET_INCREMENTED, ORIGIN_CLIENT, Log
 from kafkalite.log.log_offset_metadata import LogOffsetMetadata
 from kafkalite.log.record_batch import split_batches
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
@@ -586,10 +586,9 @@ class Partition:
         """Kafka's maybeIncrementLogStartOffset(LeaderOffsetIncremented): follow the leader's log
         start forward (retention, DeleteRecords), never past our HW (raises
         OffsetOutOfRangeError then, as Kafka does). Returns whether it moved."""
-        if not self.log.maybe_increment_log_start_offset(leader_log_start_offset, high_watermark=self.high_watermark):
+        if not self.log.maybe_increment_log_start_offset(leader_log_start_offset, high_watermark=self.high_watermark,
+                                                         reason=LEADER_OFFSET_INCREMENTED):
             return False
-        log.info("[Partition %s broker=%d] Incremented log start offset to %d due to "
-                           "LeaderOffsetIncremented", self.tp, self.local_broker_id, self.log.log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self.log.log_start_offset)
         return True
 

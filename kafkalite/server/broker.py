@@ -445,11 +445,15 @@ class KafkaServer:
         assert lm is not None and rm is not None
 
         def retention() -> None:
+            # Kafka's LogManager.cleanupLogs: each deletion is logged at INFO by the log, with
+            # its reason; the round at DEBUG
+            log.debug("Beginning log cleanup...")
             now = int(time.time() * 1000)
-            for tp, p in list(rm.partitions.items()):
-                deleted = p.log.delete_old_segments(now, upper_bound_offset=p.high_watermark)
-                if deleted:
-                    log.info("retention deleted %d segment(s) of %s", deleted, tp)
+            total = 0
+            for p in list(rm.partitions.values()):
+                total += p.log.delete_old_segments(now, upper_bound_offset=p.high_watermark)
+            log.debug("Log cleanup completed. %d files deleted in %d seconds", total,
+                      (int(time.time() * 1000) - now) // 1000)
 
         self.scheduler.schedule("kafka-log-retention", retention, cfg.log_retention_check_interval_ms,
                                 initial_delay_ms=30_000 if cfg.log_retention_check_interval_ms > 30_000 else None)

@@ -27,7 +27,7 @@ from kafkalite.coordinator.group.delayed_join import (DelayedJoin, DelayedSync, 
 from kafkalite.coordinator.group.group_metadata import (DEAD_GROUP_SUMMARY, EMPTY_GROUP_SUMMARY, CommitRecord,
                                                         NEW_MEMBER_JOIN_TIMEOUT_MS, UNKNOWN_MEMBER_ID,
                                                         GroupMetadata, GroupOverview, GroupState, GroupSummary,
-                                                        JoinCallback, JoinGroupResult, MemberMetadata,
+                                                        JoinCallback, JoinGroupResult, MemberMetadata, scala_option,
                                                         SyncCallback, SyncGroupResult, TopicPartitionKey,
                                                         generate_member_id, group_from_snapshot,
                                                         java_string_length, offsets_only_group,
@@ -272,7 +272,8 @@ class GroupCoordinator:
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         if group.size > self.group_config.max_size:
-            self._prepare_rebalance(group, f"freshly-loaded group is over capacity ({self.group_config.max_size})")
+            self._prepare_rebalance(group, f"Freshly-loaded group is over capacity ({self.group_config.max_size}). "
+                                           "Rebalancing in order to give a chance for consumers to commit offsets")
         for member in list(group.members.values()):
             self._complete_and_schedule_next_heartbeat_expiration(group, member)
 
@@ -457,7 +458,7 @@ class GroupCoordinator:
         state = group.state
         if state is PREPARING_REBALANCE:
             self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
-                                              f"member {member_id} joining during {state}; client reason: {reason}",
+                                              f"Member {member_id} joining group during {state}; client reason: {reason}",
                                               callback)
         elif state is COMPLETING_REBALANCE:
             if member.matches(protocols):
@@ -469,19 +470,19 @@ class GroupCoordinator:
             else:
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
                                                   session_timeout_ms,
-                                                  f"updating metadata of {member_id} during {state}; "
+                                                  f"Updating metadata for member {member_id} during {state}; "
                                                   f"client reason: {reason}", callback)
         elif state is STABLE:
             if group.is_leader(member_id):
                 # the leader may rejoin to have the assignment redone (e.g. topic metadata changed)
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
                                                   session_timeout_ms,
-                                                  f"leader {member_id} re-joining during {state}; "
+                                                  f"Leader {member_id} re-joining group during {state}; "
                                                   f"client reason: {reason}", callback)
             elif not member.matches(protocols):
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
                                                   session_timeout_ms,
-                                                  f"updating metadata of {member_id} during {state}; "
+                                                  f"Updating metadata for member {member_id} during {state}; "
                                                   f"client reason: {reason}", callback)
             else:
                 callback(JoinGroupResult(member_id, ErrorCode.NONE, group.generation_id, group.protocol_type,
@@ -504,8 +505,8 @@ class GroupCoordinator:
         # A new member parked in JoinGroup cannot heartbeat and a muted socket hides disconnects:
         # time the join out instead, or retried joins would pile up defunct members.
         self._complete_and_schedule_next_expiration(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id} with group instance id "
-                                             f"{group_instance_id}; client reason: {reason}")
+        self._maybe_prepare_rebalance(group, f"Adding new member {member_id} with group instance id "
+                                             f"{scala_option(group_instance_id)}; client reason: {reason}")
 
     def _update_static_member_and_rebalance(self, group: GroupMetadata, old_member_id: str, new_member_id: str,
                                             group_instance_id: str, protocols: list[tuple[str, bytes]],
@@ -554,13 +555,13 @@ class GroupCoordinator:
                             group.protocol_name, current_leader, False, ()))
                 self._store_group(group, assignment, on_stored)
             else:
-                self._maybe_prepare_rebalance(group, f"group's selected protocol will change because static member "
-                                                     f"{member.member_id} ({group_instance_id}) changed its "
-                                                     f"protocols; client reason: {reason}")
+                self._maybe_prepare_rebalance(group, f"Group's selectedProtocol will change because static member "
+                                                     f"{member.member_id} with instance id {group_instance_id} "
+                                                     f"joined with change of protocol; client reason: {reason}")
         elif state is COMPLETING_REBALANCE:
             # the leader may already be assigning with the old member id: start over
-            self._prepare_rebalance(group, f"updating metadata of static member {member.member_id} "
-                                           f"({group_instance_id}); client reason: {reason}")
+            self._prepare_rebalance(group, f"Updating metadata for static member {member.member_id} "
+                                           f"with instance id {group_instance_id}; client reason: {reason}")
         elif state is PREPARING_REBALANCE:
             pass  # joins the rebalance in progress
         else:
@@ -631,7 +632,7 @@ class GroupCoordinator:
             return
         group.init_next_generation(self.time_ms())
         if group.is_(EMPTY):
-            log.info("group %s with generation %d is now empty (__consumer_offsets-%d)", group.group_id,
+            log.info("Group %s with generation %d is now empty (__consumer_offsets-%d)", group.group_id,
                      group.generation_id, self.partition_for(group.group_id))
 
             def on_stored(error: ErrorCode) -> None:
@@ -688,7 +689,7 @@ class GroupCoordinator:
                 group.remove(member_id)
                 self._remove_heartbeat_for_leaving_member(group, member_id)
             log.info("group %s removed members which did not send SyncGroup: %s", group.group_id, pending)
-            self._prepare_rebalance(group, f"removing {pending} on pending sync request expiration")
+            self._prepare_rebalance(group, f"Removing HashSet({', '.join(pending)}) on pending sync request expiration")
 
     # ==== SyncGroup ==================================================================================
 
@@ -758,8 +759,8 @@ class GroupCoordinator:
                     if group.is_(COMPLETING_REBALANCE) and generation_id == group.generation_id:
                         if error != ErrorCode.NONE:
                             self._reset_and_propagate_assignment_error(group, error)
-                            self._maybe_prepare_rebalance(group, f"error {error.name} when storing group "
-                                                                 f"assignment during SyncGroup (member {member_id})")
+                            self._maybe_prepare_rebalance(group, f"Error {error.name} when storing group "
+                                                                 f"assignment during SyncGroup (member: {member_id})")
                         else:
                             self._set_and_propagate_assignment(group, assignment)
                             group.transition_to(STABLE, self.time_ms())
@@ -909,11 +910,11 @@ class GroupCoordinator:
 
     def _remove_current_member_from_group(self, group: GroupMetadata, member_id: str, reason: str) -> None:
         member = group.get(member_id)
-        self._remove_member_and_update_group(group, member, f"removing member {member_id} on LeaveGroup; "
+        self._remove_member_and_update_group(group, member, f"Removing member {member_id} on LeaveGroup; "
                                                             f"client reason: {reason}")
         self._remove_heartbeat_for_leaving_member(group, member_id)
-        log.info("member %s has left group %s through LeaveGroup; client reason: %s", member_id, group.group_id,
-                 reason)
+        log.info("Member %r has left group %s through explicit `LeaveGroup`; client reason: %s", member,
+                 group.group_id, reason)
 
     # ==== OffsetCommit ===============================================================================
 

@@ -133,6 +133,11 @@ EMPTY_GROUP_SUMMARY = GroupSummary("", "", NO_PROTOCOL, ())
 
 # -- members -------------------------------------------------------------------------------------
 
+def scala_option(value: Optional[str]) -> str:
+    """An optional string as Kafka's log lines print a Scala Option: Some(x) or None."""
+    return "None" if value is None else f"Some({value})"
+
+
 class MemberMetadata:
     """One member: its protocols (in preference order), timeouts, assignment, and the callbacks of
     the JoinGroup / SyncGroup request it has parked, if any."""
@@ -154,6 +159,13 @@ class MemberMetadata:
         self.is_new = False
         # Set while a heartbeat (or anything proving liveness) completes the pending DelayedHeartbeat.
         self.heartbeat_satisfied = False
+
+    def __repr__(self) -> str:
+        """Kafka's MemberMetadata.toString, which its log lines print."""
+        return (f"MemberMetadata(memberId={self.member_id}, groupInstanceId={scala_option(self.group_instance_id)}, "
+                f"clientId={self.client_id}, clientHost={self.client_host}, sessionTimeoutMs={self.session_timeout_ms}, "
+                f"rebalanceTimeoutMs={self.rebalance_timeout_ms}, "
+                f"supportedProtocols=List({', '.join(name for name, _ in self.supported_protocols)}))")
 
     @property
     def is_static_member(self) -> bool:
@@ -200,12 +212,6 @@ class MemberMetadata:
 
     def summary_no_metadata(self) -> MemberSummary:
         return MemberSummary(self.member_id, self.group_instance_id, self.client_id, self.client_host, b"", b"")
-
-    def __repr__(self) -> str:
-        return (f"MemberMetadata(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, "
-                f"client_id={self.client_id!r}, session_timeout_ms={self.session_timeout_ms}, "
-                f"rebalance_timeout_ms={self.rebalance_timeout_ms}, "
-                f"protocols={[p for p, _ in self.supported_protocols]})")
 
 
 def protocol_names(protocols: Iterable[tuple[str, bytes]]) -> set[str]:
