@@ -1,6 +1,7 @@
 """Internal topics (__consumer_offsets, __transaction_state) under the admin APIs of kafka-python and
 confluent-kafka, answered as Apache Kafka 3.9 in ZooKeeper mode answers them (each answer checked
-against Kafka 3.9.1): CreateTopics on the existing topic TOPIC_ALREADY_EXISTS; CreatePartitions and
+against Kafka 3.9.1): CreateTopics on the existing topic TOPIC_ALREADY_EXISTS, on a missing one
+creates it as asked (flagged internal, used by the coordinators); CreatePartitions and
 AlterConfigs validated as for any topic; DeleteRecords INVALID_TOPIC_EXCEPTION; Produce
 INVALID_TOPIC_EXCEPTION unless the client id is `__admin_client`. None of it touches the committed
 offsets or the transactional state, which survive a restart. DeleteTopics deletes an internal topic
@@ -286,3 +287,35 @@ def test_metadata_creates_internal_topics_only_where_auto_creation_is_allowed(b:
         with RawClient(no_auto.bootstrap_servers) as c:
             assert _internal_answers(c, True) == {n: (UNKNOWN_TOPIC_OR_PARTITION, True, 0) for n in INTERNAL}
             assert {t.name for t in c.metadata(None).topics} == set()
+
+
+def test_creating_a_missing_internal_topic_creates_it_as_asked(b: BrokerProcess) -> None:
+    """Kafka 3.9's ZkAdminManager.createTopics has no internal-topic rule: CreateTopics of an
+    internal topic that does not exist yet creates it with the request's partitions and configs
+    (the default cleanup.policy=delete, not the coordinator's compacted layout); it is flagged
+    internal; the coordinators use it (at the partition count they read at start-up) and what
+    they store survives a restart."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    create_topic(b.bootstrap_servers, TOPIC)
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers, request_timeout_ms=15000)
+    try:
+        answers = admin.create_topics({name: {"num_partitions": INTERNAL_PARTITIONS, "replication_factor": 1}
+                                       for name in INTERNAL}, raise_errors=False)["topics"]
+        assert sorted((t["name"], t["error_code"]) for t in answers) == [(OFFSETS, NONE), (TXN_STATE, NONE)]
+        with RawClient(b.bootstrap_servers) as c:
+            wait_until(lambda: _internal_answers(c, False) == {n: (NONE, True, INTERNAL_PARTITIONS) for n in INTERNAL},
+                       what="both internal topics created and led")
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name) for name in INTERNAL],
+                                           config_filter="all")["topic"]
+        policies = {name: (described[name]["cleanup.policy"]["value"], described[name]["cleanup.policy"]["config_source"])
+                    for name in INTERNAL}
+        assert policies == {OFFSETS: ("delete", "DEFAULT_CONFIG"), TXN_STATE: ("delete", "DEFAULT_CONFIG")}
+    finally:
+        admin.close()
+    commit_offset(b.bootstrap_servers, 7)
+    pid, epoch = txn_producer(b.bootstrap_servers)
+    b.restart()
+    assert committed_offset(b.bootstrap_servers) == 7
+    assert txn_producer(b.bootstrap_servers) == (pid, epoch + 1)
