@@ -371,7 +371,6 @@ class LogCleaner:
         self._stopping = False
         self.last_result: CleanResult | None = None
         self.rounds = 0
-        self._pending_deletes: dict[object, tuple[asyncio.TimerHandle, Callable[[], None]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     def startup(self) -> None:
@@ -394,7 +393,6 @@ class LogCleaner:
                 pass
             except Exception:
                 log.exception("log cleaner failed while stopping")
-        self._delete_pending_now()
 
     def wakeup(self) -> None:
         """Check for work now instead of at the end of the backoff."""
@@ -554,37 +552,16 @@ class LogCleaner:
                 old = [s.segment for s in group]
                 if not log_.replace_segments(cleaned.segment, old,
                                              expected_truncations=truncations,
-                                             on_phase=self._on_phase, delete_old=False):
+                                             on_phase=self._on_phase):
                     cleaned.segment.delete()
                     cleaned.segment.file.close()
                     raise CleaningAborted(f"the segments of {log_.name} changed during cleaning")
-                self._delete_later(old, cfg.file_delete_delay_ms)
             stats.buffer_utilization = offset_map.utilization
             stats.all_done()
             return CleanResult(ltc.key, first_dirty, end_offset, stats, pending)
         finally:
             for s in sources:
                 os.close(s.fd)
-
-    def _delete_later(self, segments: list[LogSegment], delay_ms: int) -> None:
-        """Kafka's asynchronous segment deletion after ``file.delete.delay.ms``: the replaced
-        segments (renamed ``.deleted``) stay readable meanwhile for a reader in another thread
-        that picked them before the swap (fetches on the loop hold their own descriptors)."""
-        loop = asyncio.get_running_loop()
-        key = object()
-
-        def delete() -> None:
-            self._pending_deletes.pop(key, None)
-            for seg in segments:
-                seg.delete()
-
-        handle = loop.call_later(max(0, delay_ms) / 1000, delete)
-        self._pending_deletes[key] = (handle, delete)
-
-    def _delete_pending_now(self) -> None:
-        for handle, delete in list(self._pending_deletes.values()):
-            handle.cancel()
-            delete()
 
     # -- for tests ---------------------------------------------------------------------------
     async def await_cleaned(self, topic: str, partition: int, offset: int,

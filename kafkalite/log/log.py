@@ -973,8 +973,7 @@ class Log:
     # -- compaction --------------------------------------------------------------------------
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment], *,
                          expected_truncations: int | None = None,
-                         on_phase: Callable[[str], None] | None = None,
-                         delete_old: bool = True) -> bool:
+                         on_phase: Callable[[str], None] | None = None) -> bool:
         """Swap a cleaned segment (files ``<base>.*.cleaned``, flushed) in for ``old_segments``
         (Kafka's LocalLog.replaceSegments), so that a crash at any point leaves either the old
         segments or the new one, never a mix:
@@ -984,10 +983,11 @@ class Log:
            before it, a restart discards the ``.cleaned`` files.
         2. The segment list changes.
         3. The old segments' files → ``.deleted`` (a restart just removes those).
-        4. ``.swap`` → final names; 5. the old segments are deleted — or, with
-           ``delete_old=False``, left readable under their ``.deleted`` names for the caller to
-           delete later (Kafka's file.delete.delay.ms), so a reader in another thread that
-           still holds one finishes its read.
+        4. ``.swap`` → final names; 5. the old segments, readable under their ``.deleted``
+           names meanwhile, go to the log manager's segment deleter, which removes them after
+           the log's file.delete.delay.ms (Kafka's asyncDelete), so a reader in another thread
+           that still holds one finishes its read; without a deleter (no running log manager)
+           they are deleted at once.
 
         ``on_phase`` is called at each boundary ("cleaned", "swap", "deleted", "final") — the
         crash tests stop there. Returns False, changing nothing, when ``old_segments`` are no
@@ -1027,7 +1027,9 @@ class Log:
         new_segment.change_file_suffixes(SWAP_SUFFIX, "")
         fsync_dir(self.dir)
         phase("final")
-        if delete_old:
+        if self.segment_deleter is not None:
+            self.segment_deleter(self, list(old_segments))
+        else:
             for old in old_segments:
                 old.delete()
         return True

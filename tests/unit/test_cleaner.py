@@ -673,6 +673,7 @@ def test_background_loop_cleans_and_replaced_segments_are_deleted_after_the_dela
     lg.roll()
 
     async def scenario():
+        lm.start_flusher()      # the log manager's segment deleter: deletions after the delay
         c = new_cleaner(lm, Clock())
         c.startup()
         assert await c.await_cleaned("t", 0, 200, 5)
@@ -681,6 +682,7 @@ def test_background_loop_cleans_and_replaced_segments_are_deleted_after_the_dela
         await asyncio.sleep(0.4)
         assert not [f for f in segment_files(lg.dir) if f.endswith(".deleted")]
         await c.shutdown()
+        await lm.stop_flusher()
 
     run(scenario())
     assert read_records(lg) == latest_per_key(history)
@@ -878,3 +880,31 @@ def test_cleaner_against_a_dict_model(tmp_path_factory, steps, buffer):
     last = {k: (o, v) for o, k, v in history}
     assert final == sorted((last[k][0], k, v) for k, v in state.items())
     lm.shutdown()
+
+
+def test_replaced_segments_waiting_at_shutdown_are_removed_by_the_next_start(tmp_path):
+    """As Kafka's scheduler drops its pending delete-file tasks at shutdown, the cleaner's
+    replaced segments still waiting for file.delete.delay.ms stay as ``.deleted`` files, which
+    the next start removes; the log reads the cleaned records."""
+    config = cfg(file_delete_delay_ms=600_000)
+    lm = new_manager(tmp_path, config)
+    lg = lm.get_or_create_log("t", 0, config)
+    history = fill(lg, keys=5, updates=200)
+    lg.roll()
+
+    async def scenario():
+        lm.start_flusher()
+        c = new_cleaner(lm, Clock())
+        c.startup()
+        assert await c.await_cleaned("t", 0, 200, 5)
+        await c.shutdown()
+        await lm.stop_flusher()
+
+    run(scenario())
+    assert [f for f in segment_files(lg.dir) if f.endswith(".deleted")]
+    lm.shutdown()
+    again = new_manager(tmp_path, config)
+    reopened = again.get_log(("t", 0))
+    assert not [f for f in segment_files(reopened.dir) if f.endswith(".deleted")]
+    assert read_records(reopened) == latest_per_key(history)
+    again.shutdown()
