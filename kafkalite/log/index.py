@@ -136,7 +136,9 @@ class AbstractIndex:
         self._pending_length: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _load(self) -> None:
+    def _load(self, reserve_entries: int = 0) -> None:
+        """Map the file (created at its full size if missing); ``reserve_entries`` more entries
+        get their disk blocks through the same descriptor."""
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
             newly_created = False
@@ -159,13 +161,15 @@ class AbstractIndex:
             self._length = length
             self._allocated = min(length, st.st_blocks * 512)
             self._map_file(fd)
+            self._max_entries = self._length // self.entry_size
+            self._entries = min(entries, self._max_entries)
+            if reserve_entries:
+                self._allocate_through(min(self._length, (self._entries + reserve_entries) * self.entry_size), fd)
         finally:
             os.close(fd)   # a mapping needs no descriptor
-        self._max_entries = self._length // self.entry_size
         self._loaded = True
         self._present = True
         self._probed = False
-        self._entries = min(entries, self._max_entries)
 
     def _probe(self) -> None:
         """Learn the file's length and entries without mapping it (a missing file counts as
@@ -227,18 +231,22 @@ class AbstractIndex:
         if m is not None:
             m.close()
 
-    def _allocate_through(self, end: int) -> None:
-        """Reserve disk blocks up to ``end`` before writing there through the mapping."""
+    def _allocate_through(self, end: int, fd: int | None = None) -> None:
+        """Reserve disk blocks up to ``end`` before writing there through the mapping (through
+        ``fd`` when the caller has the file open)."""
         if end <= self._allocated:
             return
         target = max(end, self._allocated + _ALLOCATE_AHEAD)
         target = min(self._length, -(-target // _ALLOCATE_AHEAD) * _ALLOCATE_AHEAD)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
-            try:
+            if fd is not None:
                 os.posix_fallocate(fd, self._allocated, target - self._allocated)
-            finally:
-                os.close(fd)
+            else:
+                own = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    os.posix_fallocate(own, self._allocated, target - self._allocated)
+                finally:
+                    os.close(own)
         except OSError as e:
             raise KafkaStorageError(f"Error while allocating index {self.path}: {e}") from e
         self._allocated = target
@@ -292,7 +300,9 @@ class AbstractIndex:
     def reserve_entries(self, n: int) -> None:
         """Reserve disk blocks for ``n`` more entries now, so that appending them cannot fail
         (KafkaStorageError here, before the caller writes anything else)."""
-        self._ensure()
+        if not self._loaded:
+            self._load(reserve_entries=n)   # one open for the mapping and the reservation
+            return
         self._allocate_through(min(self._length, (self._entries + n) * self.entry_size))
 
     def trim_to_valid_size(self) -> None:
