@@ -132,9 +132,12 @@ def _unescape(raw: str, lineno: int) -> str:
     return text
 
 
-# Integer.parseInt / Long.parseLong / Short.parseShort: an optional sign and decimal digits (any
-# Unicode digits, as Character.digit reads them), no blanks, no '_'
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+# Integer.parseInt / Long.parseLong / Short.parseShort: an optional sign and decimal digits, no
+# blanks, no '_'. A digit is what Character.digit(char, 10) reads: a Unicode decimal digit (Nd)
+# that is one UTF-16 char, i.e. in the BMP ('\uff15' is 5; '\U0001d7ce' is two surrogates, neither
+# a digit). Python's \d is Nd in every plane: the lookahead keeps it to the BMP (the two sets are
+# the same 370 characters there, checked against Java 17's Character.digit).
+_JAVA_INTEGER = re.compile(r"[+-]?(?:(?![\U00010000-\U0010ffff])\d)+")
 
 
 def parse_java_integer(text: str, bits: Optional[int] = 32) -> Optional[int]:

@@ -89,7 +89,7 @@ def _java_integer(bits: int, nullable: bool = False) -> Callable[[Any], int | No
         if isinstance(value, bool):  # bool is an int subclass; Kafka would not take it
             raise PydanticCustomError("java_type", "not an integer")
         number = value if isinstance(value, int) else (
-            parse_java_integer(value.strip(), bits=None) if isinstance(value, str) else None)
+            parse_java_integer(java_trim(value), bits=None) if isinstance(value, str) else None)
         if number is None:
             raise PydanticCustomError("java_type", "not an integer")
         if not low <= number <= high:
@@ -104,7 +104,7 @@ def _java_boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
-        lowered = value.strip().lower()
+        lowered = java_trim(value).lower()
         if lowered in ("true", "false"):
             return lowered == "true"
     raise PydanticCustomError("java_type", "not a boolean")
@@ -115,8 +115,8 @@ def _java_double(value: Any) -> float:
         raise PydanticCustomError("java_type", "not a number")
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str) and _DOUBLE_RE.fullmatch(value.strip()):
-        return float(value.strip())
+    if isinstance(value, str) and _DOUBLE_RE.fullmatch(java_trim(value)):
+        return float(java_trim(value))
     raise PydanticCustomError("java_type", "not a number")
 
 

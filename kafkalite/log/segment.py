@@ -3,7 +3,9 @@ the first aborted transaction on) ``.txnindex``.
 
 Files are named by the segment's base offset, 20 digits (``00000000000000000000.log``). Batches
 are appended exactly as the Log hands them over (offsets already assigned) with one gather
-write; the sparse indexes get an entry per ``index.interval.bytes`` of log data. Reads find
+write; the sparse indexes get at most one entry per append, once more than
+``index.interval.bytes`` were appended since the last one (recovery, which sees batches, not
+appends, indexes per batch, as Kafka's does). Reads find
 positions through the offset index and a forward scan of batch headers — never of records.
 
 Not thread-safe: the owning Log serialises writers. Reads only use ``os.pread`` on the shared
@@ -224,7 +226,7 @@ class LogSegment:
         """Write ``pieces`` (the batches' bytes, offsets assigned) at the end of the file.
 
         ``batches`` lists ``(size, last_offset, max_timestamp)`` per batch, in order: the
-        segment tracks its max timestamp and adds index entries from them.
+        segment tracks its max timestamp from them; the index entry, if any, is the append's.
         """
         if not batches:
             return
@@ -232,15 +234,15 @@ class LogSegment:
         if not self.can_convert_to_relative_offset(last_offset):
             raise LogSegmentOffsetOverflowError(
                 f"Offset {last_offset} does not fit segment {self.base_offset}")
-        # At most one index entry per batch: their disk blocks first, so that a full disk fails
-        # the append here rather than after the data is written. Only when this append can
-        # write an entry at all, i.e. when the bytes before one of its batches exceed the
-        # interval (the last batch's own bytes count for the next append): small appends, and
-        # the first append to a segment, leave the indexes unmapped.
-        if self._bytes_since_last_index_entry + sum(b[0] for b in batches[:-1]) \
-                > self.index_interval_bytes:
-            self.offset_index.reserve_entries(len(batches))
-            self.time_index.reserve_entries(len(batches))
+        # At most one index entry per append (Kafka's LogSegment.append), and only when the bytes
+        # appended since the last entry exceed the interval (this append's own bytes count for
+        # the next one): its disk blocks first, so that a full disk fails the append here rather
+        # than after the data is written. Small appends, and the first append to a segment,
+        # leave the indexes unmapped.
+        add_index_entry = self._bytes_since_last_index_entry > self.index_interval_bytes
+        if add_index_entry:
+            self.offset_index.reserve_entries(1)
+            self.time_index.reserve_entries(1)
         start = self._size
         try:
             written = _pwritev_all(self.file.fd, pieces, start)
@@ -256,22 +258,20 @@ class LogSegment:
             self._rolling_based_timestamp = max(b[2] for b in batches)
         self._size = start + written
         max_ts, max_off = self.max_timestamp_and_offset_so_far
-        pos = start
-        interval = self.index_interval_bytes
-        oidx, tidx = self.offset_index, self.time_index
-        for size, batch_last_offset, batch_max_ts in batches:
+        for _size, batch_last_offset, batch_max_ts in batches:
             if batch_max_ts > max_ts:
                 max_ts, max_off = batch_max_ts, batch_last_offset
-                self._max_ts_and_offset = (max_ts, max_off)
-            if self._bytes_since_last_index_entry > interval:
-                # A full index only means the segment must roll before the next append; the
-                # index is sparse, so skipping an entry here costs nothing in correctness.
-                if not oidx.is_full and not tidx.is_full:
-                    oidx.append(batch_last_offset, pos)
-                    tidx.maybe_append(max_ts, max_off)
-                self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += size
-            pos += size
+        self._max_ts_and_offset = (max_ts, max_off)
+        if add_index_entry:
+            # The append's last offset at the position where it starts: a lookup of any offset
+            # in it scans forward from there. A full index only means the segment must roll
+            # before the next append; the index is sparse, so skipping an entry costs nothing.
+            oidx, tidx = self.offset_index, self.time_index
+            if not oidx.is_full and not tidx.is_full:
+                oidx.append(last_offset, start)
+                tidx.maybe_append(max_ts, max_off)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += written
         self._next_offset = last_offset + 1
 
     # -- rolling -----------------------------------------------------------------------------

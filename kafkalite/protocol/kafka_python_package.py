@@ -6,13 +6,15 @@ imports the admin client, consumer, producer and network stack (~0.2-0.3 s of a 
 here, and most of its import time). `defer_package_init` registers the `kafka` package without
 running its `__init__`: submodules import as usual, and the first attribute that is not a
 submodule (`from kafka import KafkaConsumer`, `kafka.__version__`) runs the real `__init__` into
-the same module, so code that wants the clients still gets them."""
+the same module, so code that wants the clients still gets them. That init runs once, under a
+lock (threads asking at the same time wait for it), and the hook goes only when it has succeeded."""
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import logging
 import sys
+import threading
 from types import ModuleType
 from typing import Any
 
@@ -29,15 +31,30 @@ def defer_package_init() -> bool:
         return False
     module = importlib.util.module_from_spec(spec)
     loader = spec.loader
-    # What the real `__init__` does for logging, until it runs (then it does it itself)
+    # What the real `__init__` does for logging, until it has run (then it has done it itself)
     null_handler = logging.NullHandler()
     logging.getLogger(PACKAGE).addHandler(null_handler)
+    # One init, whichever threads ask at once: the others wait for it rather than find neither the
+    # hook nor the names. Re-entrant because the `__init__`'s own imports come back through the hook
+    # (on the same thread) while it runs.
+    lock = threading.RLock()
+    initializing = False
 
     def run_package_init() -> None:
-        # Removed first: the `__init__`'s own imports must not come back here.
-        module.__dict__.pop("__getattr__", None)
-        logging.getLogger(PACKAGE).removeHandler(null_handler)
-        loader.exec_module(module)
+        nonlocal initializing
+        with lock:
+            if initializing or "__getattr__" not in module.__dict__:
+                return  # the `__init__` is running on this thread (re-entry), or has run
+            initializing = True
+            try:
+                loader.exec_module(module)
+            finally:
+                initializing = False
+            # Only after success: when the `__init__` raises, the hook stays and the next access
+            # runs it again (as Python re-runs a module whose import failed), and the error goes to
+            # the caller that triggered it.
+            del module.__dict__["__getattr__"]
+            logging.getLogger(PACKAGE).removeHandler(null_handler)
 
     def __getattr__(name: str) -> Any:
         if not name.startswith("__"):

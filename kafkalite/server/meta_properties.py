@@ -22,7 +22,7 @@ from kafkalite.config.dynamic_broker_config import java_properties_order
 from kafkalite.config.properties import (PropertiesSyntaxError, java_trim, parse_java_integer, parse_properties,
                                          store_properties)
 from kafkalite.controller.zk.znodes import ZNodeDecodeError, uuid_from_kafka_string, uuid_to_kafka_string
-from kafkalite.log.checkpoint import atomic_write
+from kafkalite.fileio import atomic_write
 
 __all__ = ["META_PROPERTIES_NAME", "MetaProperties", "MetaPropertiesEnsemble", "MetaPropertiesError",
            "broker_id_of", "load_ensemble", "meta_properties_path", "meta_properties_text",

@@ -488,6 +488,28 @@ class TestInvalidValues:
         assert config.num_partitions == 3
         assert config.log_retention_bytes == LONG_MAX
 
+    def test_values_are_trimmed_as_javas_string_trim(self) -> None:
+        """ConfigDef parses value.trim(): only characters <= U+0020 go (each checked against Kafka
+        3.9.1's ConfigDef.parseType); a no-break space stays and makes the value no number."""
+        config = load("log.retention.bytes= 5 ", "log.retention.ms=\t-7\t", "delete.topic.enable=\tFALSE ",
+                      "log.cleaner.min.cleanable.ratio= 0.25 ", "num.partitions=\uff15")
+        assert (config.log_retention_bytes, config.log_retention_ms, config.delete_topic_enable,
+                config.log_cleaner_min_cleanable_ratio, config.num_partitions) == (5, -7, False, 0.25, 5)
+        for override, message in [
+            ("log.retention.bytes=5\u00a0", "invalid value '5\u00a0' for configuration 'log.retention.bytes': "
+                                            "must be an integer"),
+            ("log.retention.bytes=\u00a05", "invalid value '\u00a05' for configuration 'log.retention.bytes': "
+                                            "must be an integer"),
+            ("log.retention.bytes=\U0001d7cf", "invalid value '\U0001d7cf' for configuration "
+                                               "'log.retention.bytes': must be an integer"),
+            ("delete.topic.enable=true\u00a0", "invalid value 'true\u00a0' for configuration "
+                                               "'delete.topic.enable': must be true or false"),
+            ("log.cleaner.min.cleanable.ratio=0.25\u00a0", "invalid value '0.25\u00a0' for configuration "
+                                                           "'log.cleaner.min.cleanable.ratio': must be a number "
+                                                           "between 0 and 1"),
+        ]:
+            assert str(config_error(override)) == message
+
 
 # ------------------------------------------------------------------------------------------
 # loading: file, overrides, unknown keys
@@ -718,6 +740,10 @@ def test_to_properties_covers_every_field() -> None:
     ("9223372036854775807", 64, 2**63 - 1), ("9223372036854775808", 64, None),
     ("32767", 16, 2**15 - 1), ("32768", 16, None), ("99999999999999999999", None, 99999999999999999999),
     ("\u0663", 32, 3),      # Character.digit reads any Unicode decimal digit, as parseInt does
+    ("\uff15", 32, 5), ("-\uff11\uff12", 64, -12),     # fullwidth digits are BMP digits: Java reads them
+    # Outside the BMP a digit is two UTF-16 chars, neither a digit for Character.digit: Java refuses
+    # it (Python's \d and int() take it). A superscript is no decimal digit anywhere.
+    ("\U0001d7ce", 32, None), ("1\U0001d7cf", None, None), ("\u00b2", 32, None),
     ("", 32, None), ("+", 32, None), ("-", 32, None), (" 1", 32, None), ("1 ", 32, None), ("1_000", 32, None),
     ("0x10", 32, None), ("1.0", 32, None), ("1e3", 32, None), ("++1", 32, None),
 ])

@@ -248,10 +248,10 @@ def test_roll_out_of_descriptors_keeps_the_log_appendable(tmp_path: Path) -> Non
 
 
 def test_first_append_of_a_segment_maps_no_index(tmp_path: Path) -> None:
-    """Kafka's LogSegment.append writes an index entry for a batch only when the bytes appended
-    before it exceed index.interval.bytes: a segment's first append, however large, writes none
-    (so, with many partitions and one batch each, no index is mapped); the next one does, at
-    the second batch's position."""
+    """Kafka's LogSegment.append writes an index entry for an append (at most one) only when the
+    bytes appended before it exceed index.interval.bytes: a segment's first append, however
+    large, writes none (so, with many partitions and one batch each, no index is mapped); the
+    next one does, at the second append's position."""
     one = batch(50)                           # ~5.5 KiB, above the 4096-byte interval
     lg = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=4096), now_ms=T0)
     seg = lg.active_segment

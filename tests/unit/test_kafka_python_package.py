@@ -71,3 +71,73 @@ def test_nothing_is_done_when_kafka_is_imported_already() -> None:
                           "same": sys.modules["kafka"] is kafka}))
     """)
     assert result == {"done": False, "deferred": False, "same": True}
+
+
+# Counts the runs of kafka/__init__.py (through the loader the deferral captured) and makes each
+# one slow, so that a second thread asks while the first is inside it; FAIL_FIRST makes the first run
+# raise half-way (after the package set some names), as an `__init__` that hits an error would.
+COUNTED_INIT = """
+    import importlib.machinery, json, sys, threading, time
+    runs = []
+    real_exec = importlib.machinery.SourceFileLoader.exec_module
+
+    def counted_exec(self, module):
+        if module.__name__ != "kafka":
+            return real_exec(self, module)
+        runs.append(threading.current_thread().name)
+        time.sleep(0.3)
+        if FAIL_FIRST and len(runs) == 1:
+            module.__dict__["__title__"] = "kafka"
+            raise ImportError("the first init failed")
+        return real_exec(self, module)
+
+    importlib.machinery.SourceFileLoader.exec_module = counted_exec
+    from kafkalite.protocol.kafka_python_package import defer_package_init, package_init_deferred
+    defer_package_init()
+"""
+
+
+def test_concurrent_first_accesses_run_the_init_once_and_all_get_the_name() -> None:
+    result = run_fresh("FAIL_FIRST = False\n" + textwrap.dedent(COUNTED_INIT) + textwrap.dedent("""
+        barrier = threading.Barrier(2)
+        got = {}
+
+        def consumer_class():
+            barrier.wait()
+            try:
+                from kafka import KafkaConsumer
+                got[threading.current_thread().name] = KafkaConsumer.__module__
+            except Exception as e:
+                got[threading.current_thread().name] = f"{type(e).__name__}: {e}"
+
+        threads = [threading.Thread(target=consumer_class, name=f"t{i}") for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(json.dumps({"got": got, "runs": len(runs), "deferred": package_init_deferred(sys.modules["kafka"]),
+                          "handlers": [type(h).__name__ for h in __import__("logging").getLogger("kafka").handlers]}))
+    """))
+    assert result == {"got": {"t0": "kafka.consumer.group", "t1": "kafka.consumer.group"}, "runs": 1,
+                      "deferred": False, "handlers": ["NullHandler"]}
+
+
+def test_a_failed_init_keeps_the_hook_and_the_next_access_runs_it_again() -> None:
+    result = run_fresh("FAIL_FIRST = True\n" + textwrap.dedent(COUNTED_INIT) + textwrap.dedent("""
+        module = sys.modules["kafka"]
+        try:
+            from kafka import KafkaProducer
+            first = "no error"
+        except ImportError as e:
+            first = str(e)
+        after_failure = package_init_deferred(module)
+        handlers_after_failure = len(__import__("logging").getLogger("kafka").handlers)
+        from kafka import KafkaProducer
+        print(json.dumps({"first": first, "after_failure": after_failure, "runs": len(runs),
+                          "handlers_after_failure": handlers_after_failure,
+                          "producer": KafkaProducer.__module__, "deferred": package_init_deferred(module),
+                          "handlers": [type(h).__name__ for h in __import__("logging").getLogger("kafka").handlers]}))
+    """))
+    assert result == {"first": "the first init failed", "after_failure": True, "runs": 2,
+                      "handlers_after_failure": 1,
+                      "producer": "kafka.producer.kafka", "deferred": False, "handlers": ["NullHandler"]}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Awaitable, TypeVar
@@ -495,3 +497,12 @@ def test_reload_reproduces_the_persistent_tree(tmp_path: Path, ops: list) -> Non
             # closing the session deleted its ephemerals: their parents' cversion moved on
             assert r[2] >= cversion, path
     run(main())
+
+
+def test_the_store_and_meta_properties_import_without_the_log_layer() -> None:
+    """Their atomic writes come from the leaf module kafkalite.fileio: importing them must not
+    pull in kafkalite.log (its package import loads the whole log layer and its metrics)."""
+    code = ("import json, sys; import kafkalite.controller.zk.local_store, kafkalite.server.meta_properties; "
+            "print(json.dumps(sorted(m for m in sys.modules if m == 'kafkalite.log' or m.startswith('kafkalite.log.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(out.stdout) == []

@@ -80,6 +80,49 @@ def test_append_assigns_offsets_and_epoch(tmp_path: Path) -> None:
     lg.close()
 
 
+def test_one_index_entry_per_append_and_per_batch_on_recovery(tmp_path: Path) -> None:
+    """Kafka's LogSegment.append writes at most one offset-index entry per append (its last
+    offset, at the position where the append starts) and one time-index entry, when the bytes
+    appended before it exceed index.interval.bytes; leader and follower appends alike. Recovery
+    sees batches, not appends, and indexes per batch (LogSegment.recover). Every offset and
+    timestamp is found either way."""
+    path = tmp_path / "t-0"
+    cfg = LogConfig(index_interval_bytes=0)
+    # Batch k holds offsets 2k, 2k+1 with timestamps T0+10k, T0+10k+1.
+    s = len(batch(2))
+    lg = open_log(path, cfg)
+    lg.append_as_leader(batch(2, ts=T0) + batch(2, ts=T0 + 10) + batch(2, ts=T0 + 20), 0, T0)
+    seg = lg.active_segment
+    assert (seg.offset_index.entries, seg.time_index.entries) == (0, 0)    # nothing appended before it
+    lg.append_as_leader(batch(2, ts=T0 + 30) + batch(2, ts=T0 + 40) + batch(2, ts=T0 + 50), 0, T0)
+    lg.append_as_follower(b"".join(build_batch([(b"k", b"v0", T0 + 10 * k), (b"k", b"v1", T0 + 10 * k + 1)],
+                                               base_offset=2 * k) for k in (6, 7, 8)))
+    assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == [(11, 3 * s), (17, 6 * s)]
+    assert [seg.time_index.entry(i) for i in range(seg.time_index.entries)] == [(T0 + 51, 11), (T0 + 81, 17)]
+
+    def assert_every_offset_and_timestamp_found(lg: Log) -> None:
+        for offset in range(18):
+            info = lg.read(offset, 1 << 20)
+            first = batches_of(info.read_bytes())[0]
+            assert first.base_offset == offset - offset % 2
+            assert info.fetch_offset_metadata.relative_position_in_segment == (offset // 2) * s
+            assert lg.fetch_offset_by_timestamp(T0 + 10 * (offset // 2) + offset % 2) \
+                == (T0 + 10 * (offset // 2) + offset % 2, offset)
+        assert lg.fetch_offset_by_timestamp(T0 + 2) == (T0 + 10, 2)
+
+    assert_every_offset_and_timestamp_found(lg)
+    lg.flush(0)
+    crash(lg)
+    lg = open_log(path, cfg, recovery_point=0)
+    seg = lg.active_segment
+    assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == \
+        [(2 * k + 1, k * s) for k in range(1, 9)]
+    assert [seg.time_index.entry(i) for i in range(seg.time_index.entries)] == \
+        [(T0 + 10 * k + 1, 2 * k + 1) for k in range(1, 9)]
+    assert_every_offset_and_timestamp_found(lg)
+    lg.close()
+
+
 def test_multi_batch_payload_is_all_or_nothing(tmp_path: Path) -> None:
     lg = open_log(tmp_path / "t-0")
     good = batch(2)

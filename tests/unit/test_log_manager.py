@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafkalite.config.log_config import LogConfig
-from kafkalite.log import checkpoint as checkpoint_module
+from kafkalite import fileio
 from kafkalite.log.checkpoint import (CheckpointError, atomic_write, format_offset_checkpoint,
                                       parse_offset_checkpoint, read_offset_checkpoint,
                                       read_partition_metadata, topic_id_from_string,
@@ -47,7 +47,7 @@ def test_atomic_write_failure_leaves_the_file_and_no_tmp(tmp_path: Path, monkeyp
 
     def failing_fsync(fd: int) -> None:
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(checkpoint_module.os, "fsync", failing_fsync)
+    monkeypatch.setattr(fileio.os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="No space left on device"):
         atomic_write(path, b"new\n")
     assert path.read_bytes() == b"old\n"

@@ -25,6 +25,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log import errors
 from kafkalite.log.log import Log
+from kafkalite.log.producer_snapshot import list_snapshots, read_snapshot
 from kafkalite.log.record_batch import decode_records, split_batches
 from kafkalite.log.segment import log_file
 
@@ -443,12 +444,13 @@ class IdempotenceMachine(RuleBasedStateMachine):
     must continue the last one (or restart at 0 with a new epoch)."""
 
     PID = 4242
+    SEGMENT_BYTES = 600
 
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="idemprop-"))
         self.path = self.tmp / "idem-0"
-        self.lg = Log.open(self.path, LogConfig(segment_bytes=600), now_ms=T0)
+        self.lg = Log.open(self.path, LogConfig(segment_bytes=self.SEGMENT_BYTES), now_ms=T0)
         self.model = Model()
         self.epoch = 0
         self.sent: list[MBatch] = []     # every idempotent batch sent and accepted, in order
@@ -456,7 +458,10 @@ class IdempotenceMachine(RuleBasedStateMachine):
         # A reload (reopen, truncation) starts from a producer snapshot, which keeps only the
         # last batch (Kafka's layout), then replays the log past it.
         self.state: tuple[int | None, list[MBatch]] = (None, [])
+        # The snapshot files the log must hold, by offset, with the state each holds: stated by
+        # the rules below (roll, close, truncation), never read back from the directory.
         self.snaps: dict[int, tuple[int | None, list[MBatch]]] = {}
+        self.segment_bases = [0]
 
     def teardown(self) -> None:
         self.lg.close()
@@ -474,13 +479,21 @@ class IdempotenceMachine(RuleBasedStateMachine):
             epoch, recent = b.epoch, []
         return epoch, (recent + [b])[-5:]
 
+    def _snapshot_state(self) -> tuple[int | None, list[MBatch]]:
+        """What a snapshot of the current state holds: the last batch only (Kafka's layout)."""
+        return self.state[0], self.state[1][-1:]
+
     def _append(self, data: bytes) -> object:
-        """Append; a roll snapshots the state as it was at the new segment's base."""
-        before, pre_leo = self.state, self.model.leo
-        info = self.lg.append_as_leader(data, 0, T0)
-        if pre_leo in self.lg.producer_snapshot_offsets() and pre_leo not in self.snaps:
-            self.snaps[pre_leo] = (before[0], before[1][-1:])
-        return info
+        """Append; a batch that does not fit the active segment rolls first (segment.bytes is
+        the only roll reason here), and the roll snapshots the state at the new segment's base
+        unless a snapshot at or past it exists (Kafka's takeSnapshot)."""
+        leo = self.model.leo
+        active = sum(b.size for b in self.model.batches if b.base >= self.segment_bases[-1])
+        if active > self.SEGMENT_BYTES - len(data):
+            self.segment_bases.append(leo)
+            if leo > max(self.snaps, default=-1):
+                self.snaps[leo] = self._snapshot_state()
+        return self.lg.append_as_leader(data, 0, T0)
 
     def _reload(self, leo: int) -> None:
         """The state after loading the newest snapshot at or below ``leo`` and replaying."""
@@ -559,17 +572,21 @@ class IdempotenceMachine(RuleBasedStateMachine):
         self.model.batches.append(MBatch(info.first_offset, [(T0, b"n")], len(data)))
         self.model.leo += 1
 
-    @rule()
-    def reopen(self) -> None:
-        self.lg.close()
-        # a close with the state unchanged renames the newest snapshot to the log end offset
-        on_disk = set(self.lg.producer_snapshot_offsets())
-        for off in [o for o in self.snaps if o not in on_disk]:
-            del self.snaps[off]
-        if self.model.leo not in self.snaps:
-            self.snaps[self.model.leo] = (self.state[0], self.state[1][-1:])
-        self.lg = Log.open(self.path, LogConfig(segment_bytes=600), had_clean_shutdown=True,
-                           now_ms=T0)
+    @rule(sync=st.booleans())
+    def reopen(self, sync: bool) -> None:
+        self.lg.close(sync=sync)
+        # A clean close snapshots the state at the log end offset, unless a snapshot is there
+        # already. When the newest snapshot lies inside the active segment (a close's, not a
+        # roll's, which stands at the segment's base) and holds exactly the current state, it is
+        # renamed to the log end offset; otherwise a new file is written.
+        leo, newest = self.model.leo, max(self.snaps, default=-1)
+        if leo > newest:
+            if newest > self.segment_bases[-1] and self.snaps[newest] == self._snapshot_state():
+                del self.snaps[newest]
+            self.snaps[leo] = self._snapshot_state()
+        assert self.lg.recovery_point == leo
+        self.lg = Log.open(self.path, LogConfig(segment_bytes=self.SEGMENT_BYTES),
+                           had_clean_shutdown=True, now_ms=T0)
         self._reload(self.model.leo)
 
     @precondition(lambda self: bool(self.model.batches))
@@ -577,6 +594,7 @@ class IdempotenceMachine(RuleBasedStateMachine):
     def truncate_to_batch(self, data: st.DataObject) -> None:
         b = data.draw(st.sampled_from(self.model.batches), label="cut")
         self.lg.truncate_to(b.base)
+        self.segment_bases = [base for base in self.segment_bases if base <= b.base]
         self.model.batches = [x for x in self.model.batches if x.base < b.base]
         self.model.leo = b.base
         self.sent = [x for x in self.sent if x.base < b.base]
@@ -587,6 +605,19 @@ class IdempotenceMachine(RuleBasedStateMachine):
         assert self.lg.log_end_offset == self.model.leo
         got = self.lg.read(0, 1 << 30).read_bytes()
         assert [base for base, _r in decode_all(got)] == [b.base for b in self.model.batches]
+        assert [s.base_offset for s in self.lg.segments] == self.segment_bases
+
+    @invariant()
+    def snapshots_match(self) -> None:
+        """The snapshot files are the model's, each holding the model's state for its offset."""
+        on_disk = list_snapshots(self.path)
+        assert sorted(on_disk) == sorted(self.snaps)
+        for off, path in on_disk.items():
+            epoch, last = self.snaps[off]
+            expected = [] if epoch is None else \
+                [(self.PID, epoch, last[0].first_seq + len(last[0].recs) - 1, last[0].last)]
+            assert [(e.producer_id, e.producer_epoch, e.last_seq, e.last_data_offset)
+                    for e in read_snapshot(path)] == expected, off
 
 
 TestIdempotenceMachine = IdempotenceMachine.TestCase

@@ -118,6 +118,33 @@ def test_close_with_unchanged_state_renames_the_newest_snapshot(tmp_path: Path) 
     assert decode_snapshot(snapshot_file(lg.dir, 5).read_bytes())[0].last_seq == 3
 
 
+def test_close_without_sync_follows_the_same_rule_and_counts_everything_flushed(tmp_path: Path) -> None:
+    """close(sync=False), as a LogManager shutdown closes each log before one syncfs: the same
+    snapshot rule as a synced close (the unchanged state's file renamed, inode and bytes kept; a
+    changed state written anew at the log end offset), the recovery point at the log end offset
+    and nothing left to fsync; a clean reopen loads the state from the snapshot."""
+    lg = open_log(tmp_path / "t-0")
+    lg.append_as_leader(data(1, 0), 0, T0)                                  # 0-1
+    lg.close(sync=False)
+    assert list(list_snapshots(lg.dir)) == [2] and lg.recovery_point == 2 and lg._unsynced_files == []
+    written, inode = snapshot_file(lg.dir, 2).read_bytes(), snapshot_file(lg.dir, 2).stat().st_ino
+    lg = open_log(lg.dir, had_clean_shutdown=True, recovery_point=2)
+    lg.append_as_leader(build_batch([(None, b"v", T0)]), 0, T0)            # 2
+    lg.close(sync=False)
+    assert list(list_snapshots(lg.dir)) == [3] and lg.recovery_point == 3 and lg._unsynced_files == []
+    renamed = snapshot_file(lg.dir, 3)
+    assert (renamed.read_bytes(), renamed.stat().st_ino) == (written, inode)
+    lg = open_log(lg.dir, had_clean_shutdown=True, recovery_point=3)
+    assert state(lg)["producers"] == {1: (0, 1, 0, 1, T0 + 1, -1, None)}
+    lg.append_as_leader(data(1, 2), 0, T0)                                  # 3-4
+    lg.close(sync=False)
+    assert list(list_snapshots(lg.dir)) == [3, 5] and lg.recovery_point == 5 and lg._unsynced_files == []
+    assert snapshot_file(lg.dir, 3).stat().st_ino == inode
+    lg = open_log(lg.dir, had_clean_shutdown=True, recovery_point=5)
+    assert state(lg)["producers"] == {1: (0, 3, 2, 4, T0 + 1, -1, None)}
+    lg.close()
+
+
 def test_close_never_renames_the_snapshot_taken_at_a_roll(tmp_path: Path) -> None:
     size = len(build_batch([(None, b"v", T0)]))
     lg = open_log(tmp_path / "t-0", LogConfig(segment_bytes=size * 2))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from kafkalite.controller.zk import znodes
-from kafkalite.log.checkpoint import atomic_write
+from kafkalite.fileio import atomic_write
 from kafkalite.controller.zk.znode_store import (BadVersionError, CheckOp, CreateOp, DeleteOp,
                                                  NoChildrenForEphemeralsError, NodeExistsError,
                                                  NoNodeError, NotEmptyError, Op, OpResult,
