@@ -193,7 +193,7 @@ class ReplicaManager:
             partition = Partition(tp, topic_id or log_.topic_id or ZERO_UUID, log_, self.broker_id,
                                   self._replication_context, read_epoch_checkpoint)
             # Kafka's createLogIfNotExists: the checkpointed HW, kept within the log's offsets
-            checkpointed = self._checkpointed_high_watermark(log_.dir.parent, tp)
+            checkpointed = self._checkpointed_high_watermark(self.log_manager.log_dir_of(tp) or log_.dir.parent, tp)
             partition.high_watermark = max(min(checkpointed, log_.log_end_offset), log_.log_start_offset)
             self.partitions[tp] = partition
         elif topic_id is not None and partition.log.topic_id is None:
