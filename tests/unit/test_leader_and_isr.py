@@ -5,6 +5,7 @@ deletion, and what clients get from a follower or from a partition hosted elsewh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -426,27 +427,30 @@ def test_high_watermark_survives_a_restart(tmp_path: Path, cache: MetadataCache)
         lm.shutdown()
 
 
+@contextlib.contextmanager
+def managers(log_dir: Path, cache: MetadataCache) -> Iterator[tuple[LogManager, ReplicaManager]]:
+    """A broker's log and replica managers over ``log_dir``, shut down at the end."""
+    lm = LogManager([log_dir], CONFIG)
+    lm.startup()
+    rm = ReplicaManager(ME, lm, cache)
+    try:
+        yield lm, rm
+    finally:
+        rm.shutdown()
+        lm.shutdown()
+
+
 def test_restart_of_many_leaders_reads_their_epochs_and_sums_up_the_lines(
         tmp_path: Path, cache: MetadataCache, caplog: pytest.LogCaptureFixture) -> None:
     """More leaders than LEADER_EPOCH_LINES_MAX in one LeaderAndIsr (a restart): their
     leader-epoch checkpoints, read together, keep the epochs from before the restart; one INFO
     line says how many, each partition's "starts at leader epoch" line is at DEBUG."""
     n = LEADER_EPOCH_LINES_MAX + 1
-    lm = LogManager([tmp_path], CONFIG)
-    lm.startup()
-    rm = ReplicaManager(ME, lm, cache)
-    lisr(rm, *(state(leader_epoch=0, isr=(ME,), partition=i) for i in range(n)))
+    with managers(tmp_path, cache) as (_lm, rm):
+        lisr(rm, *(state(leader_epoch=0, isr=(ME,), partition=i) for i in range(n)))
+        assert asyncio.run(produce(rm, TopicPartition("t", 3))) == ErrorCode.NONE
 
-    async def main() -> None:
-        assert await produce(rm, TopicPartition("t", 3)) == ErrorCode.NONE
-    asyncio.run(main())
-    rm.shutdown()
-    lm.shutdown()
-
-    lm = LogManager([tmp_path], CONFIG)
-    lm.startup()
-    rm = ReplicaManager(ME, lm, cache)
-    try:
+    with managers(tmp_path, cache) as (_lm, rm):
         with caplog.at_level(logging.DEBUG, logger="kafkalite.replica"):
             errors = lisr(rm, *(state(leader_epoch=1, isr=(ME,), partition=i, partition_epoch=1)
                                 for i in range(n)))
@@ -462,9 +466,6 @@ def test_restart_of_many_leaders_reads_their_epochs_and_sums_up_the_lines(
                    and "LeaderAndIsr" in r.getMessage()]
         assert summary == [f"Applied the leader state of {n} partitions from the LeaderAndIsr request of "
                            "controller 0 epoch 1 (each new leader epoch's line at DEBUG)"]
-    finally:
-        rm.shutdown()
-        lm.shutdown()
 
 
 def test_a_few_leaders_log_each_new_epoch_at_info(rm: ReplicaManager, caplog: pytest.LogCaptureFixture) -> None:
