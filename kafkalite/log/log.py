@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.config.properties import parse_java_integer
@@ -37,6 +37,7 @@ from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, Batch
                                         parse_end_txn_marker, parse_header, set_max_timestamp,
                                         split_batches, stamped_header, validate_batch)
 from kafkalite.log.producer_snapshot import (CorruptSnapshotError, encode_snapshot, list_snapshots,
+                                             snapshots_among,
                                              read_snapshot, rename_if_same, snapshot_file,
                                              write_snapshot_data)
 from kafkalite.log.transaction_index import AbortedTxn
@@ -190,7 +191,7 @@ def _base_offset_of(name: str) -> int | None:
 class Log:
     def __init__(self, dir: Path, config: LogConfig, segments: list[LogSegment], *,
                  log_start_offset: int, recovery_point: int, log_end_offset: int,
-                 now_ms: int) -> None:
+                 now_ms: int, has_partition_metadata: bool = True) -> None:
         self.dir = dir
         self.update_config(config)
         self._segments = segments
@@ -225,7 +226,8 @@ class Log:
             self.topic, self.partition = dir.name, -1
         self._topic_id: uuid.UUID | None = None
         try:
-            self._topic_id = read_partition_metadata(dir)
+            if has_partition_metadata:
+                self._topic_id = read_partition_metadata(dir)
         except (ValueError, OSError) as e:
             log.warning("%s: ignoring unreadable partition.metadata: %s", dir.name, e)
 
@@ -240,13 +242,21 @@ class Log:
         """
         now = _wall_ms() if now_ms is None else now_ms
         dir = Path(dir)
-        dir.mkdir(parents=True, exist_ok=True)
-        swaps = _remove_temp_files_and_collect_swaps(dir)
-        _complete_swaps(dir, swaps, config, now)
+        # The directory is listed once here and the names handed on (a start loads thousands
+        # of logs; each listing and each mkdir of an existing directory is a system call).
+        try:
+            files = _files_in(dir)
+        except FileNotFoundError:
+            dir.mkdir(parents=True, exist_ok=True)
+            files = set()
+        swaps = _remove_temp_files_and_collect_swaps(dir, files)
+        if swaps:
+            _complete_swaps(dir, swaps, config, now)
+            files = _files_in(dir)
         # After a crash the segments from the one holding the recovery point on are
         # re-validated and their indexes rebuilt: checking those indexes first is wasted work.
         segments, recovered = _load_segments(
-            dir, config, now, None if had_clean_shutdown else recovery_point)
+            dir, config, now, None if had_clean_shutdown else recovery_point, files)
         if not had_clean_shutdown and segments:
             recovered |= _recover_from(segments, recovery_point)
         if not segments:
@@ -266,17 +276,19 @@ class Log:
         start = max(log_start_offset, segments[0].base_offset)
         rp = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
         self = cls(dir, config, segments, log_start_offset=start, recovery_point=rp,
-                   log_end_offset=log_end_offset, now_ms=now)
+                   log_end_offset=log_end_offset, now_ms=now,
+                   has_partition_metadata=PARTITION_METADATA_FILE in files)
         # INFO for a log recovered after a crash, as Kafka logs it for every log; a clean
         # restart of thousands of logs would only repeat it
         log.log(logging.DEBUG if had_clean_shutdown else logging.INFO,
                 "%sLoading producer state till offset %d with message format version 2",
                 _loader_ident(dir), log_end_offset)
-        self._rebuild_producer_state(rebuild_txn_index=recovered)
+        # segment loading and recovery touch no snapshot: ``files`` still lists them
+        self._rebuild_producer_state(rebuild_txn_index=recovered, listed=files)
         return self
 
-    def _rebuild_producer_state(self, rebuild_txn_index: set[int] | frozenset[int] = frozenset()
-                                ) -> None:
+    def _rebuild_producer_state(self, rebuild_txn_index: set[int] | frozenset[int] = frozenset(),
+                                listed: Iterable[str] | None = None) -> None:
         """Producer state at the log end offset: the newest valid snapshot at or below it (a
         corrupt one is deleted and the next older tried; snapshots above it are stale and
         deleted), then every batch from the snapshot's offset folded in (Kafka's
@@ -285,9 +297,10 @@ class Log:
         The segments whose base offset is in ``rebuild_txn_index`` were recovered (their
         transaction index emptied): the replay starts at or below them and indexes again the
         aborted transactions their markers complete, with the LSO the replay computes — the
-        same one the original append recorded."""
+        same one the original append recorded. ``listed``: the names in the log's directory,
+        when the caller has just listed it."""
         end = self._next_offset
-        snapshots = list_snapshots(self.dir)
+        snapshots = list_snapshots(self.dir) if listed is None else snapshots_among(self.dir, listed)
         for off, path in list(snapshots.items()):
             if off > end:
                 path.unlink(missing_ok=True)
@@ -1238,19 +1251,25 @@ def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) ->
     return seg
 
 
-def _remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
+def _files_in(dir: Path) -> set[str]:
+    """The names of the files in ``dir`` (types from the directory itself: no stat per file)."""
+    with os.scandir(dir) as it:
+        return {e.name for e in it if e.is_file()}
+
+
+def _remove_temp_files_and_collect_swaps(dir: Path, files: set[str]) -> list[Path]:
     """Kafka's LogLoader.removeTempFilesAndCollectSwapFiles: delete ``.deleted`` files and
     ``.cleaned`` files (an interrupted cleaning), and ``.swap`` files at or above the lowest
-    cleaned offset (an incomplete split); return the remaining log swap files."""
+    cleaned offset (an incomplete split); return the remaining log swap files. ``files``: the
+    names of the files in ``dir``; those deleted are taken out of it."""
     min_cleaned = None
     cleaned: list[Path] = []
     swaps: list[Path] = []
-    with os.scandir(dir) as it:     # file types from the directory itself: no stat per file
-        names = [e.name for e in it if e.is_file() and
-                 e.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX))]
+    names = [name for name in files if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX))]
     for name in names:
         f = dir / name
         if name.endswith(DELETED_SUFFIX):
+            files.discard(name)
             f.unlink(missing_ok=True)
         elif name.endswith(CLEANED_SUFFIX):
             base = _base_offset_of(name)
@@ -1262,13 +1281,15 @@ def _remove_temp_files_and_collect_swaps(dir: Path) -> list[Path]:
     valid: list[Path] = []
     for f in swaps:
         base = _base_offset_of(f.name)
-        if base is None or (min_cleaned is not None and base >= min_cleaned):
-            f.unlink(missing_ok=True)
-        elif f.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+        if base is not None and (min_cleaned is None or base < min_cleaned) \
+                and f.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
             valid.append(f)
         else:
-            f.unlink(missing_ok=True)   # index swap files: indexes are rebuilt
+            # above the lowest cleaned offset, or an index swap file (indexes are rebuilt)
+            files.discard(f.name)
+            f.unlink(missing_ok=True)
     for f in cleaned:
+        files.discard(f.name)
         f.unlink(missing_ok=True)
     return valid
 
@@ -1310,29 +1331,28 @@ def _complete_swaps(dir: Path, swaps: list[Path], config: LogConfig, now_ms: int
         os.replace(f, f.with_name(f.name[:-len(SWAP_SUFFIX)]))
 
 
-def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: int | None = None
-                   ) -> tuple[list[LogSegment], set[int]]:
+def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: int | None,
+                   names: set[str]) -> tuple[list[LogSegment], set[int]]:
     """Open every ``.log`` file; drop orphan index files; rebuild missing indexes, and after a
     clean shutdown (no ``recovery_point``) those of the active segment when the last entry of
     an index or the batch headers after it do not match its file — after a crash, of the
     segments below the one holding ``recovery_point`` only (the others are recovered next).
     No index is mapped or read whole (Kafka's LogLoader: lazy indexes; their entries counted
-    from the size of the trimmed files). Returns the segments and the base offsets of those
-    recovered."""
-    with os.scandir(dir) as it:     # file types from the directory itself: no stat per file
-        names = {e.name for e in it if e.is_file()}
+    from the size of the trimmed files). ``names``: the files in ``dir`` (orphans deleted are
+    taken out). Returns the segments and the base offsets of those recovered."""
     log_bases = set()
     for name in names:
         base = _base_offset_of(name)
         if base is not None and name == f"{name[:20]}{LOG_SUFFIX}":
             log_bases.add(base)
-    for name in names:
+    for name in list(names):
         base = _base_offset_of(name)
         if base is None:
             continue
         suffix = name[20:]
         if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and base not in log_bases:
             log.info("%s: deleting orphaned index file %s", dir.name, name)
+            names.discard(name)
             (dir / name).unlink(missing_ok=True)
     segments: list[LogSegment] = []
     recovered: set[int] = set()

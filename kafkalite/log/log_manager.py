@@ -333,6 +333,11 @@ class LogManager:
     def all_logs(self) -> list[Log]:
         return list(self._logs.values())
 
+    def log_dir_of(self, tp: Any) -> Path | None:
+        """The log dir holding ``tp``'s log: one shared Path per log dir, whose hash is computed
+        once (a ``log.dir.parent`` per partition builds and hashes a new Path each time)."""
+        return self._dir_of.get(_key_of(tp))
+
     def logs_by_dir(self) -> dict[Path, list[Log]]:
         out: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
         for key, lg in self._logs.items():

@@ -49,11 +49,17 @@ def snapshot_file(dir: Path, offset: int) -> Path:
 
 def list_snapshots(dir: Path) -> dict[int, Path]:
     """The snapshots in ``dir`` by offset, ascending. Leftover temp files are removed."""
-    found: dict[int, Path] = {}
     try:
         names = os.listdir(dir)
     except FileNotFoundError:
-        return found
+        return {}
+    return snapshots_among(dir, names)
+
+
+def snapshots_among(dir: Path, names: Iterable[str]) -> dict[int, Path]:
+    """:func:`list_snapshots` of ``names``, the files of ``dir`` already listed (a log's load
+    lists its directory once)."""
+    found: dict[int, Path] = {}
     for name in names:
         if name.endswith(SNAPSHOT_SUFFIX + TEMP_SUFFIX):
             (dir / name).unlink(missing_ok=True)
@@ -153,6 +159,6 @@ def rename_if_same(old: Path, new: Path, data: bytes) -> bool:
     return True
 
 
-__all__ = ["SNAPSHOT_SUFFIX", "CorruptSnapshotError", "snapshot_file", "list_snapshots",
+__all__ = ["SNAPSHOT_SUFFIX", "CorruptSnapshotError", "snapshot_file", "list_snapshots", "snapshots_among",
            "encode_snapshot", "decode_snapshot", "read_snapshot", "write_snapshot",
            "write_snapshot_data", "rename_if_same"]

@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Optional
 
 from kafkalite.cluster.topic_partition import TopicPartition
@@ -101,9 +102,15 @@ class ReplicationContext:
     mark_isr_change: Callable[[bool], None] = lambda _expand: None   # True: an expansion (metrics)
 
 
+# Reads a partition directory's leader-epoch checkpoint (None: none to trust): the file itself,
+# or what a LeaderAndIsr of many partitions read for it off the event loop.
+EpochCheckpointReader = Callable[[Path], Optional[LeaderEpochCache]]
+
+
 class Partition:
     def __init__(self, tp: TopicPartition, topic_id: uuid.UUID, log: Log, local_broker_id: int,
-                 context: Optional[ReplicationContext] = None) -> None:
+                 context: Optional[ReplicationContext] = None,
+                 read_epoch_checkpoint: EpochCheckpointReader = LeaderEpochCache.load) -> None:
         self.tp = tp
         self.context = context or ReplicationContext()
         self.topic_id = topic_id
@@ -133,11 +140,11 @@ class Partition:
         self._last_stable_offset_metadata: Optional[LogOffsetMetadata] = None
         # positions found before a truncation of the log are stale
         self._positions_truncations = log.truncations
-        self.leader_epoch_cache = self._load_leader_epoch_cache(log)
+        self.leader_epoch_cache = self._load_leader_epoch_cache(log, read_epoch_checkpoint)
 
     @staticmethod
-    def _load_leader_epoch_cache(log: Log) -> LeaderEpochCache:
-        cache = LeaderEpochCache.load(log.dir)
+    def _load_leader_epoch_cache(log: Log, read_epoch_checkpoint: EpochCheckpointReader) -> LeaderEpochCache:
+        cache = read_epoch_checkpoint(log.dir)
         if cache is None:
             # No checkpoint (or an unreadable one): rebuild it from the batches' leader epochs.
             entries: list[tuple[int, int]] = []
@@ -159,11 +166,13 @@ class Partition:
 
     # -- leadership (LeaderAndIsr) -----------------------------------------------------------
     def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int],
-                    partition_epoch: Optional[int] = None, controller_epoch: int = -1) -> bool:
+                    partition_epoch: Optional[int] = None, controller_epoch: int = -1,
+                    epoch_line_level: int = logging.INFO) -> bool:
         """Kafka's Partition.makeLeader: take the assignment and the committed ISR; a new leader
         epoch starts at the log end (leader epoch cache entry) and resets what is known of the
         followers. Skipped (False) when `partition_epoch` is older than the one already applied
-        (None: no check). Returns whether this broker was not the leader."""
+        (None: no check). Returns whether this broker was not the leader. `epoch_line_level`:
+        of the "starts at leader epoch" line (a LeaderAndIsr of thousands sums them up)."""
         if partition_epoch is not None and partition_epoch < self.partition_epoch:
             log.info("Skipped the become-leader state change for %s since the leader is already at a newer "
                      "partition epoch %d (request: %d)", self.tp, self.partition_epoch, partition_epoch)
@@ -180,10 +189,11 @@ class Partition:
         self.remote_replicas = {b: self.remote_replicas.get(b) or ReplicaState(b) for b in followers}
         if is_new_leader_epoch:
             start = self.log.log_end_offset
-            log.info("Leader %s starts at leader epoch %d from offset %d with partition epoch %s, high watermark %d, "
-                     "ISR %s. Previous leader %s and previous leader epoch was %d.", self.tp, leader_epoch, start,
-                     partition_epoch, self.high_watermark, sorted(self.isr),
-                     self.leader_id if self.leader_id >= 0 else None, self.leader_epoch)
+            if log.isEnabledFor(epoch_line_level):
+                log.log(epoch_line_level, "Leader %s starts at leader epoch %d from offset %d with partition epoch "
+                        "%s, high watermark %d, ISR %s. Previous leader %s and previous leader epoch was %d.",
+                        self.tp, leader_epoch, start, partition_epoch, self.high_watermark, sorted(self.isr),
+                        self.leader_id if self.leader_id >= 0 else None, self.leader_epoch)
             # Followers that saw later epochs must truncate against this one: record it now.
             self.leader_epoch_cache.assign(leader_epoch, start)
             for r in self.remote_replicas.values():

@@ -5,7 +5,9 @@ deletion, and what clients get from a follower or from a partition hosted elsewh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +23,7 @@ from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.replica.control_states import (EPOCH_DURING_DELETE, NO_EPOCH, LeaderAndIsrPartitionState,
                                               StopReplicaPartitionState)
 from kafkalite.replica.partition import TopicPartition
-from kafkalite.replica.replica_manager import LATEST_TIMESTAMP, ReplicaManager
+from kafkalite.replica.replica_manager import LATEST_TIMESTAMP, LEADER_EPOCH_LINES_MAX, ReplicaManager
 from kafkalite.replica.results import FetchPartitionRequest
 from kafkalite.server.broker_epoch import BrokerEpoch
 
@@ -423,3 +425,52 @@ def test_high_watermark_survives_a_restart(tmp_path: Path, cache: MetadataCache)
     finally:
         rm.shutdown()
         lm.shutdown()
+
+
+@contextlib.contextmanager
+def managers(log_dir: Path, cache: MetadataCache) -> Iterator[tuple[LogManager, ReplicaManager]]:
+    """A broker's log and replica managers over ``log_dir``, shut down at the end."""
+    lm = LogManager([log_dir], CONFIG)
+    lm.startup()
+    rm = ReplicaManager(ME, lm, cache)
+    try:
+        yield lm, rm
+    finally:
+        rm.shutdown()
+        lm.shutdown()
+
+
+def test_restart_of_many_leaders_reads_their_epochs_and_sums_up_the_lines(
+        tmp_path: Path, cache: MetadataCache, caplog: pytest.LogCaptureFixture) -> None:
+    """More leaders than LEADER_EPOCH_LINES_MAX in one LeaderAndIsr (a restart): their
+    leader-epoch checkpoints, read together, keep the epochs from before the restart; one INFO
+    line says how many, each partition's "starts at leader epoch" line is at DEBUG."""
+    n = LEADER_EPOCH_LINES_MAX + 1
+    with managers(tmp_path, cache) as (_lm, rm):
+        lisr(rm, *(state(leader_epoch=0, isr=(ME,), partition=i) for i in range(n)))
+        assert asyncio.run(produce(rm, TopicPartition("t", 3))) == ErrorCode.NONE
+
+    with managers(tmp_path, cache) as (_lm, rm):
+        with caplog.at_level(logging.DEBUG, logger="kafkalite.replica"):
+            errors = lisr(rm, *(state(leader_epoch=1, isr=(ME,), partition=i, partition_epoch=1)
+                                for i in range(n)))
+        assert errors == (ErrorCode.NONE, {TopicPartition("t", i): ErrorCode.NONE for i in range(n)})
+        p3 = rm.get_partition(TopicPartition("t", 3))
+        assert p3 is not None and p3.leader_epoch_cache.entries == [(0, 0), (1, 1)]
+        p0 = rm.get_partition(TP)
+        # an empty log: epoch 1 starts where epoch 0 did and replaces it (Kafka's assign)
+        assert p0 is not None and p0.leader_epoch_cache.entries == [(1, 0)]
+        starts = [r for r in caplog.records if "starts at leader epoch 1" in r.getMessage()]
+        assert len(starts) == n and {r.levelno for r in starts} == {logging.DEBUG}
+        summary = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
+                   and "LeaderAndIsr" in r.getMessage()]
+        assert summary == [f"Applied the leader state of {n} partitions from the LeaderAndIsr request of "
+                           "controller 0 epoch 1 (each new leader epoch's line at DEBUG)"]
+
+
+def test_a_few_leaders_log_each_new_epoch_at_info(rm: ReplicaManager, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="kafkalite.replica"):
+        lisr(rm, state(leader_epoch=2, partition_epoch=4))
+    assert [(r.levelno, r.getMessage()) for r in caplog.records if "starts at leader epoch" in r.getMessage()] == [
+        (logging.INFO, "Leader t-0 starts at leader epoch 2 from offset 0 with partition epoch 4, high watermark 0, "
+                       "ISR [1, 2]. Previous leader None and previous leader epoch was -1.")]
