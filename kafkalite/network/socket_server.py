@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Awaitable, Optional, Protocol, Union
 
-from kafkalite.network.frame_reader import FrameProtocol, FrameSizeError
 from kafkalite.network.send import RegionChangedError, ResponseSend, send_blocking
 
 log = logging.getLogger(__name__)
@@ -66,6 +65,7 @@ class Endpoint:
     port: int
 
 
+_SIZE = 4
 _conn_ids = itertools.count()
 # Responses with fewer file bytes than this are copied into one buffer and written by the
 # event loop: below it a worker thread's hand-off and the wait for an empty transport buffer
@@ -90,15 +90,14 @@ class SendfileConfig:
 
 
 class _Connection:
-    __slots__ = ("info", "protocol", "transport", "handler", "max_request_bytes", "busy", "task",
+    __slots__ = ("info", "reader", "writer", "handler", "max_request_bytes", "busy", "task",
                  "sendfile", "_sock", "_closing", "_pending")
 
-    def __init__(self, info: ConnectionInfo, protocol: FrameProtocol, handler: RequestHandler,
-                 max_request_bytes: int, sendfile: SendfileConfig) -> None:
+    def __init__(self, info: ConnectionInfo, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 handler: RequestHandler, max_request_bytes: int, sendfile: SendfileConfig) -> None:
         self.info = info
-        self.protocol = protocol
-        assert protocol.transport is not None
-        self.transport: asyncio.Transport = protocol.transport
+        self.reader = reader
+        self.writer = writer
         self.handler = handler
         self.max_request_bytes = max_request_bytes
         self.busy = False
@@ -109,7 +108,7 @@ class _Connection:
         self._pending: Optional[concurrent.futures.Future[None]] = None
 
     async def _write(self, response: Response) -> None:
-        transport = self.transport
+        writer = self.writer
         if isinstance(response, ResponseSend):
             cfg = self.sendfile
             if cfg.executor is None or response.file_bytes < cfg.min_bytes \
@@ -123,19 +122,19 @@ class _Connection:
                 finally:
                     cfg.in_flight -= 1
                 return
-        transport.write(response)
-        if transport.get_write_buffer_size() > 1 << 20:
-            await self.protocol.drain()
+        writer.write(response)
+        if writer.transport.get_write_buffer_size() > 1 << 20:
+            await writer.drain()
 
     async def _send_zero_copy(self, response: ResponseSend, executor: ThreadPoolExecutor) -> None:
         """Hold the connection's response stream (the next request is read only after this one
         is answered), let the transport flush what it buffered, then a worker thread sends the
         parts on a duplicate of the socket's descriptor; the loop keeps reading into the stream."""
-        transport = self.transport
+        transport = self.writer.transport
         if transport.get_write_buffer_size() > 0:
             transport.set_write_buffer_limits(high=0, low=0)
             try:
-                await self.protocol.drain()
+                await self.writer.drain()
             finally:
                 transport.set_write_buffer_limits()
             while transport.get_write_buffer_size() > 0:  # drain() wakes on low water; be sure
@@ -143,9 +142,9 @@ class _Connection:
                     raise ConnectionResetError("connection closed while flushing")
                 await asyncio.sleep(0.001)
         if self._sock is None:
-            raw = transport.get_extra_info("socket")
+            raw = self.writer.get_extra_info("socket")
             if raw is None:
-                transport.write(response.materialize())
+                self.writer.write(response.materialize())
                 return
             self._sock = socket.socket(fileno=os.dup(raw.fileno()))
         parts = response.for_sendfile()
@@ -174,15 +173,16 @@ class _Connection:
             sock.close()
 
     async def run(self) -> None:
-        read_frame = self.protocol.read_frame
+        reader, writer = self.reader, self.writer
         try:
             while True:
-                try:
-                    frame = await read_frame()
-                except FrameSizeError as e:
+                size_bytes = await reader.readexactly(_SIZE)
+                size = int.from_bytes(size_bytes, "big", signed=True)
+                if size < 0 or size > self.max_request_bytes:
                     log.warning("closing %s: request size %d outside [0, socket.request.max.bytes=%d]",
-                                self.info.connection_id, e.size, self.max_request_bytes)
+                                self.info.connection_id, size, self.max_request_bytes)
                     return
+                frame = await reader.readexactly(size)
                 self.busy = True
                 try:
                     response = await self.handler(self.info, memoryview(frame))
@@ -204,7 +204,7 @@ class _Connection:
             log.exception("closing %s after an unexpected error", self.info.connection_id)
         finally:
             self._release_socket()
-            self.transport.close()
+            writer.close()
 
 
 class SocketServer:
@@ -234,9 +234,9 @@ class SocketServer:
         request processing only once the broker is ready."""
         for ep in self._endpoints:
             try:
-                server = await asyncio.get_running_loop().create_server(
-                    lambda ep=ep: FrameProtocol(self._max_request_bytes, lambda p, ep=ep: self._accept(ep, p)),
-                    host=ep.host or None, port=ep.port, reuse_address=True,
+                server = await asyncio.start_server(
+                    lambda r, w, ep=ep: self._accept(ep, r, w),
+                    host=ep.host or None, port=ep.port, reuse_address=True, limit=1 << 20,
                     backlog=self._listen_backlog, start_serving=False)
             except OSError as e:
                 raise SocketBindError(ep.host, ep.port, e) from e
@@ -257,10 +257,8 @@ class SocketServer:
             counts[c.info.listener_name] = counts.get(c.info.listener_name, 0) + 1
         return counts
 
-    def _accept(self, ep: Endpoint, protocol: FrameProtocol) -> None:
-        transport = protocol.transport
-        assert transport is not None
-        sock: socket.socket | None = transport.get_extra_info("socket")
+    def _accept(self, ep: Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock: socket.socket | None = writer.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -270,12 +268,12 @@ class SocketServer:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
             except OSError:
                 pass
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        local = transport.get_extra_info("sockname") or ("?", 0)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        local = writer.get_extra_info("sockname") or ("?", 0)
         info = ConnectionInfo(
             connection_id=f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(_conn_ids)}",
             listener_name=ep.listener_name, client_host=str(peer[0]), client_port=int(peer[1]))
-        conn = _Connection(info, protocol, self._handler, self._max_request_bytes, self._sendfile)
+        conn = _Connection(info, reader, writer, self._handler, self._max_request_bytes, self._sendfile)
         self._connections.add(conn)
         conn.task = asyncio.get_running_loop().create_task(conn.run())
         conn.task.add_done_callback(lambda _t, c=conn: self._connections.discard(c))
@@ -295,7 +293,7 @@ class SocketServer:
         for c in list(self._connections):
             if c.task is not None:
                 c.task.cancel()
-            c.transport.close()
+            c.writer.close()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._connections.clear()
