@@ -18,21 +18,21 @@ from pathlib import Path
 __all__ = ["atomic_write", "fsync_dir", "fsync_file", "syncfs"]
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _fsync_path(path: Path, flags: int) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    _fsync_path(path, os.O_DIRECTORY)
 
 
 def fsync_file(path: Path) -> None:
     """fsync an existing file by name (a file written earlier with ``sync=False``)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync_path(path, 0)
 
 
 def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:

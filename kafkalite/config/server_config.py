@@ -115,8 +115,10 @@ def _java_double(value: Any) -> float:
         raise PydanticCustomError("java_type", "not a number")
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str) and _DOUBLE_RE.fullmatch(java_trim(value)):
-        return float(java_trim(value))
+    if isinstance(value, str):
+        trimmed = java_trim(value)
+        if _DOUBLE_RE.fullmatch(trimmed):
+            return float(trimmed)
     raise PydanticCustomError("java_type", "not a number")
 
 

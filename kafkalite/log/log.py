@@ -1051,7 +1051,8 @@ class Log:
     def maybe_increment_log_start_offset(self, new_log_start_offset: int,
                                          high_watermark: int | None = None,
                                          reason: str = CLIENT_RECORD_DELETION) -> bool:
-        """Move the log start offset forward (DeleteRecords, a follower following its leader).
+        """Move the log start offset forward (DeleteRecords, a follower following its leader,
+        segment deletion).
         It may not pass the high watermark (default: the log end offset). Returns whether it
         moved; logs the move with its reason, as Kafka's UnifiedLog."""
         self._check_open()
@@ -1159,13 +1160,8 @@ class Log:
         self._segments = [s for s in self._segments if id(s) not in gone]
         self._bases = [s.base_offset for s in self._segments]
         self._remove_and_delete_segments(deletable)
-        first_base = self._segments[0].base_offset
-        if first_base > self._log_start_offset:
-            self._log_start_offset = first_base
-            if self._recovery_point < first_base:
-                self._recovery_point = first_base
-            log.info("%sIncremented log start offset to %d due to %s", self.log_ident, first_base, SEGMENT_DELETION)
-            self._on_log_start_offset_incremented()
+        # as Kafka's deleteSegments: the new first segment's base, never past the log end
+        self.maybe_increment_log_start_offset(self._segments[0].base_offset, reason=SEGMENT_DELETION)
         return count
 
     def _remove_and_delete_segments(self, segments: Sequence[LogSegment]) -> None:

@@ -5,6 +5,7 @@ state machine checking the cleaner against a dict model."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from pathlib import Path
 from typing import Callable, Optional
@@ -63,6 +64,22 @@ def new_cleaner(lm: LogManager, clock: Clock, *, buffer: int = 1 << 20,
 
 def run(coro):
     return asyncio.run(coro)
+
+
+@contextlib.asynccontextmanager
+async def cleaned_with_segment_deleter(lm: LogManager):
+    """The background cleaner with the log manager's segment deleter running (replaced segments
+    removed after file.delete.delay.ms), once t-0 is cleaned through offset 200; both stopped
+    after the body."""
+    lm.start_flusher()
+    c = new_cleaner(lm, Clock())
+    c.startup()
+    try:
+        assert await c.await_cleaned("t", 0, 200, 5)
+        yield
+    finally:
+        await c.shutdown()
+        await lm.stop_flusher()
 
 
 def append(lg: Log, records: list[tuple[Optional[bytes], Optional[bytes]]], ts: int = T0,
@@ -673,16 +690,11 @@ def test_background_loop_cleans_and_replaced_segments_are_deleted_after_the_dela
     lg.roll()
 
     async def scenario():
-        lm.start_flusher()      # the log manager's segment deleter: deletions after the delay
-        c = new_cleaner(lm, Clock())
-        c.startup()
-        assert await c.await_cleaned("t", 0, 200, 5)
-        deleted = [f for f in segment_files(lg.dir) if f.endswith(".deleted")]
-        assert deleted                                  # still there, readable by old readers
-        await asyncio.sleep(0.4)
-        assert not [f for f in segment_files(lg.dir) if f.endswith(".deleted")]
-        await c.shutdown()
-        await lm.stop_flusher()
+        async with cleaned_with_segment_deleter(lm):
+            deleted = [f for f in segment_files(lg.dir) if f.endswith(".deleted")]
+            assert deleted                                  # still there, readable by old readers
+            await asyncio.sleep(0.4)
+            assert not [f for f in segment_files(lg.dir) if f.endswith(".deleted")]
 
     run(scenario())
     assert read_records(lg) == latest_per_key(history)
@@ -893,12 +905,8 @@ def test_replaced_segments_waiting_at_shutdown_are_removed_by_the_next_start(tmp
     lg.roll()
 
     async def scenario():
-        lm.start_flusher()
-        c = new_cleaner(lm, Clock())
-        c.startup()
-        assert await c.await_cleaned("t", 0, 200, 5)
-        await c.shutdown()
-        await lm.stop_flusher()
+        async with cleaned_with_segment_deleter(lm):
+            pass
 
     run(scenario())
     assert [f for f in segment_files(lg.dir) if f.endswith(".deleted")]
