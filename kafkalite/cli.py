@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 log = logging.getLogger("kafkalite")
 
@@ -45,7 +46,7 @@ def startup_failure_cause(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace, *, exit_after: bool = True) -> int:
     # The broker needs kafka-python's protocol engine, not its clients (kafka_python_package).
     from kafkalite.protocol.kafka_python_package import defer_package_init
     defer_package_init()
@@ -82,7 +83,21 @@ def _serve(args: argparse.Namespace) -> int:
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency; stay usable without it
         runner = asyncio.run
-    return runner(_run_broker(loaded.config, started))
+    code = runner(_run_broker(loaded.config, started))
+    if exit_after:
+        exit_without_teardown(code)
+    return code
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """End the process once the broker has shut down (logs closed and synced, checkpoints and
+    the clean-shutdown marker written, its threads joined): the interpreter's teardown would
+    only free, one by one, the objects of every partition (1.1 s at 10,000 partitions). Kafka's
+    JVM exits the same way, without collecting its heap."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def _run_broker(config, started: float) -> int:
@@ -120,7 +135,9 @@ async def _run_broker(config, started: float) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, *, exit_after_serve: bool = True) -> int:
+    """The `kafkalite` command. ``serve`` ends the process when the broker has shut down
+    (:func:`exit_without_teardown`) unless ``exit_after_serve`` is false."""
     from kafkalite.tools import register_all  # stdlib-only at import; the client library loads when a tool runs
     from kafkalite.tools.common import add_version_arg
 
@@ -134,7 +151,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--log-level", default="INFO",
                        help="logging level: DEBUG (one line per request), INFO, WARN, ERROR (default INFO)")
     add_version_arg(serve)
-    serve.set_defaults(func=_serve)
+    serve.set_defaults(func=lambda a: _serve(a, exit_after=exit_after_serve))
     register_all(sub)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported with the sub-command's usage, not the top-level one

@@ -944,8 +944,9 @@ def _child_main() -> None:
     rc = 1
     try:
         from kafkalite.cli import main
-        rc = main(argv)
+        rc = main(argv, exit_after_serve=False)
     finally:
         if orphaned.is_set():
             remove_temp_dir()
-    sys.exit(rc)
+    from kafkalite.cli import exit_without_teardown
+    exit_without_teardown(rc)
