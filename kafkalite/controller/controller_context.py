@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, NamedTuple, Optional
 
 from kafkalite.cluster.metadata_cache import BrokerInfo
 from kafkalite.controller.zk.znodes import ReplicaAssignment
@@ -18,8 +18,9 @@ from kafkalite.controller.states import LeaderIsrAndControllerEpoch, PartitionSt
 from kafkalite.cluster.topic_partition import TopicPartition
 
 
-@dataclass(frozen=True, order=True)
-class PartitionAndReplica:
+class PartitionAndReplica(NamedTuple):
+    """A replica of a partition (Kafka's PartitionAndReplica): a named tuple, as it keys the
+    replica states of every partition (hashed in C, built ~10x faster than a frozen dataclass)."""
     topic: str
     partition: int
     replica: int

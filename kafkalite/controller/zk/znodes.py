@@ -575,6 +575,16 @@ def decode_partition_state(data: bytes, zk_version: int = 0) -> LeaderIsrAndCont
         controller_epoch=_int(doc, "controller_epoch", what))
 
 
+def partition_state_with_version(state: LeaderIsrAndControllerEpoch, zk_version: int) -> LeaderIsrAndControllerEpoch:
+    """The same decoded state as read from a znode at `zk_version` (its partition epoch)."""
+    lai = state.leader_and_isr
+    if lai.partition_epoch == zk_version:
+        return state
+    return LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, lai.leader_recovery_state, zk_version),
+        state.controller_epoch)
+
+
 # ---- /config/<type>/<entity>, /config/changes --------------------------------------------------
 
 def encode_entity_config(config: Mapping[str, str]) -> bytes:
