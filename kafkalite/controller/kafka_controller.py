@@ -346,13 +346,15 @@ class KafkaController:
                       ErrorCode(response.error_code).name, broker_id)
             return
         names = self.context.topic_names()
-        errors = [(TopicPartition(pe.topic_name, pe.partition_index), pe.error_code)
-                  for pe in response.partition_errors]
-        errors += [(TopicPartition(names[t.topic_id], pe.partition_index), pe.error_code)
+        errors = [(pe.topic_name, pe.partition_index, pe.error_code) for pe in response.partition_errors]
+        errors += [(names[t.topic_id], pe.partition_index, pe.error_code)
                    for t in response.topics if t.topic_id in names for pe in t.partition_errors]
-        offline = {tp for tp, e in errors if e == ErrorCode.KAFKA_STORAGE_ERROR}
-        online = {tp for tp, e in errors if e == ErrorCode.NONE}
-        if offline or self.context.replicas_on_offline_dirs.get(broker_id):
+        # the partitions answered without error only matter while some of this broker's replicas
+        # are offline (a restart's answer names 10,000 of them)
+        had_offline = bool(self.context.replicas_on_offline_dirs.get(broker_id))
+        offline = {TopicPartition(t, p) for t, p, e in errors if e == ErrorCode.KAFKA_STORAGE_ERROR}
+        online = {TopicPartition(t, p) for t, p, e in errors if e == ErrorCode.NONE} if had_offline else set()
+        if offline or had_offline:
             self._put("LeaderAndIsrResponseReceived",
                       lambda: self._process_leader_and_isr_response(broker_id, offline, online))
 

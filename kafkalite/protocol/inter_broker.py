@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Optional
 from uuid import UUID
 
@@ -82,12 +83,13 @@ def request_header_version(api_key: int, api_version: int, flexible: bool) -> in
     return 2 if flexible else 1
 
 
+@cache
 def row_type(container: type, version: int) -> type:
     """A named tuple of a nested struct's fields at `version`, in wire order, to build the
     thousands of per-partition entries of a big request or response with: kafka-python's compiled
     encoder writes a list of tuples positionally (same bytes as its DataContainers: a unit test
     compares them), and a tuple is built ~20x faster than a DataContainer. Only for structs
-    without tagged fields (a tuple carries none)."""
+    without tagged fields (a tuple carries none). One class per (struct, version)."""
     struct = container._struct
     if struct.tagged_fields(version)._names:
         raise ValueError(f"{container.__name__} v{version} has tagged fields")
