@@ -294,7 +294,8 @@ class KafkaController:
     async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
         ctx = self.context
         to_delete = set(await self.zk.get_topic_deletions())
-        ineligible = {tp.topic for tp, a in ctx.iter_topic_partitions()
+        # only topics queued for deletion can be ineligible: the others' replicas are not looked at
+        ineligible = {tp.topic for tp, a in ctx.iter_topic_partitions(to_delete)
                       if any(not ctx.is_replica_online(r, tp) for r in a.replicas)}
         reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
         ineligible = (ineligible | reassigning) & to_delete
