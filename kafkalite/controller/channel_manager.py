@@ -22,7 +22,7 @@ from kafkalite.cluster.metadata_cache import BrokerInfo
 from kafkalite.controller.controller_context import ControllerContext, ReplicaAssignment
 from kafkalite.controller.states import LeaderIsrAndControllerEpoch
 from kafkalite.network.broker_client import BrokerConnection
-from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest, row_type
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.tasks import cancel_and_wait
 
@@ -36,6 +36,14 @@ STOP_REPLICA_VERSION = 4
 LEADER_DURING_DELETE = -2        # LeaderAndIsr.LeaderDuringDelete: the topic is being deleted
 EPOCH_DURING_DELETE = -2         # LeaderAndIsr.EpochDuringDelete, StopReplica's deletion epoch
 NO_EPOCH = -1
+
+# a failover sends every partition: its entries are built as rows (see row_type)
+_LeaderAndIsrPartitionRow = row_type(
+    LeaderAndIsrRequest[LEADER_AND_ISR_VERSION].LeaderAndIsrTopicState.LeaderAndIsrPartitionState,
+    LEADER_AND_ISR_VERSION)
+_UpdateMetadataPartitionRow = row_type(
+    UpdateMetadataRequest[UPDATE_METADATA_VERSION].UpdateMetadataTopicState.UpdateMetadataPartitionState,
+    UPDATE_METADATA_VERSION)
 
 ResponseCallback = Callable[[int, ApiMessage], None]
 # A StopReplica response, with the partitions that request asked the broker to delete.
@@ -167,7 +175,10 @@ class ControllerBrokerRequestBatch:
             per = self.leader_and_isr.setdefault(b, {})
             old = per.get(tp)
             per[tp] = (leadership, assignment, is_new or (old is not None and old[2]))
-        self.add_update_metadata_request_for_brokers(sorted(self.context.live_or_shutting_down_broker_ids), {tp})
+        # add_update_metadata_request_for_brokers(live or shutting down brokers, {tp}), inlined:
+        # a failover calls this once per partition
+        self.update_metadata_brokers.update(self.context.live_broker_epochs)
+        self.update_metadata_partitions.add(tp)
 
     def add_stop_replica_request_for_brokers(self, broker_ids: list[int], tp: TopicPartition, delete: bool) -> None:
         if self.context.is_topic_queued_for_deletion(tp.topic):
@@ -206,23 +217,24 @@ class ControllerBrokerRequestBatch:
     def _send_leader_and_isr(self, controller_epoch: int) -> None:
         Req = LeaderAndIsrRequest[LEADER_AND_ISR_VERSION]
         T = Req.LeaderAndIsrTopicState
-        P = Req.LeaderAndIsrPartitionState
+        P = _LeaderAndIsrPartitionRow
         L = Req.LeaderAndIsrLiveLeader
         for broker_id, states in self.leader_and_isr.items():
             if broker_id not in self.context.live_broker_epochs:
                 continue
             by_topic: dict[str, list] = {}
             leaders: set[int] = set()
-            for tp, (leadership, assignment, is_new) in sorted(states.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            for tp in sorted(states):      # TopicPartition orders by (topic, partition)
+                leadership, assignment, is_new = states[tp]
                 lai = leadership.leader_and_isr
                 leaders.add(lai.leader)
-                by_topic.setdefault(tp.topic, []).append(P(
-                    partition_index=tp.partition, controller_epoch=leadership.controller_epoch,
-                    leader=lai.leader, leader_epoch=lai.leader_epoch, isr=list(lai.isr),
-                    partition_epoch=lai.partition_epoch, replicas=list(assignment.replicas),
-                    adding_replicas=list(assignment.adding_replicas),
-                    removing_replicas=list(assignment.removing_replicas), is_new=is_new,
-                    leader_recovery_state=lai.leader_recovery_state))
+                partitions = by_topic.get(tp.topic)
+                if partitions is None:
+                    partitions = by_topic[tp.topic] = []
+                partitions.append(P(tp.partition, leadership.controller_epoch, lai.leader, lai.leader_epoch,
+                                    lai.isr, lai.partition_epoch, assignment.replicas,
+                                    assignment.adding_replicas, assignment.removing_replicas, is_new,
+                                    lai.leader_recovery_state))
             live_leaders = []
             for b in sorted(leaders):
                 info = self.context.live_brokers.get(b)
@@ -238,23 +250,25 @@ class ControllerBrokerRequestBatch:
 
     def _update_metadata_partition_states(self, Req: type) -> list:
         T = Req.UpdateMetadataTopicState
-        P = Req.UpdateMetadataPartitionState
+        P = _UpdateMetadataPartitionRow
         ctx = self.context
         partitions = ctx.all_partitions() if self.update_metadata_all_partitions \
-            else sorted(self.update_metadata_partitions, key=lambda tp: (tp.topic, tp.partition))
+            else sorted(self.update_metadata_partitions)     # by (topic, partition)
         by_topic: dict[str, list] = {}
+        leaderships = ctx.partition_leadership
         for tp in partitions:
-            leadership = ctx.leadership(tp)
+            leadership = leaderships.get(tp)
             if leadership is None:
                 continue
             lai = leadership.leader_and_isr
             replicas = ctx.partition_replica_assignment(tp)
             offline = [r for r in replicas if not ctx.is_replica_online(r, tp)]
             leader = LEADER_DURING_DELETE if ctx.is_topic_queued_for_deletion(tp.topic) else lai.leader
-            by_topic.setdefault(tp.topic, []).append(P(
-                partition_index=tp.partition, controller_epoch=leadership.controller_epoch, leader=leader,
-                leader_epoch=lai.leader_epoch, isr=list(lai.isr), zk_version=lai.partition_epoch,
-                replicas=list(replicas), offline_replicas=offline))
+            ps = by_topic.get(tp.topic)
+            if ps is None:
+                ps = by_topic[tp.topic] = []
+            ps.append(P(tp.partition, leadership.controller_epoch, leader, lai.leader_epoch, lai.isr,
+                        lai.partition_epoch, replicas, offline))
         return [T(topic_name=t, topic_id=ctx.topic_ids.get(t), partition_states=ps) for t, ps in by_topic.items()
                 if t in ctx.topic_ids]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, NamedTuple, Optional
 
 from kafkalite.cluster.metadata_cache import BrokerInfo
 from kafkalite.controller.zk.znodes import ReplicaAssignment
@@ -18,8 +18,13 @@ from kafkalite.controller.states import LeaderIsrAndControllerEpoch, PartitionSt
 from kafkalite.cluster.topic_partition import TopicPartition
 
 
-@dataclass(frozen=True, order=True)
-class PartitionAndReplica:
+# what a partition without an assignment has (immutable, so one value serves every call)
+_NO_ASSIGNMENT = ReplicaAssignment(())
+
+
+class PartitionAndReplica(NamedTuple):
+    """A replica of a partition (Kafka's PartitionAndReplica): a named tuple, as it keys the
+    replica states of every partition (hashed in C, built ~10x faster than a frozen dataclass)."""
     topic: str
     partition: int
     replica: int
@@ -99,7 +104,7 @@ class ControllerContext:
         return a.replicas if a is not None else ()
 
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
-        return self.partition_assignments.get(tp.topic, {}).get(tp.partition, ReplicaAssignment(()))
+        return self.partition_assignments.get(tp.topic, {}).get(tp.partition, _NO_ASSIGNMENT)
 
     def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
         return [TopicPartition(topic, p) for p in sorted(self.partition_assignments.get(topic, {}))]
@@ -169,7 +174,10 @@ class ControllerContext:
         fresh = ControllerContext()
         self.__dict__.update(fresh.__dict__)
 
-    def iter_topic_partitions(self) -> Iterator[tuple[TopicPartition, ReplicaAssignment]]:
-        for t, ps in self.partition_assignments.items():
-            for p, a in ps.items():
+    def iter_topic_partitions(self, topics: Optional[Iterable[str]] = None
+                              ) -> Iterator[tuple[TopicPartition, ReplicaAssignment]]:
+        """Every partition with its assignment, or those of `topics` (unknown ones skipped)."""
+        names = self.partition_assignments if topics is None else topics
+        for t in names:
+            for p, a in self.partition_assignments.get(t, {}).items():
                 yield TopicPartition(t, p), a

@@ -294,7 +294,8 @@ class KafkaController:
     async def _fetch_topic_deletions_in_progress(self) -> tuple[set[str], set[str]]:
         ctx = self.context
         to_delete = set(await self.zk.get_topic_deletions())
-        ineligible = {tp.topic for tp, a in ctx.iter_topic_partitions()
+        # only topics queued for deletion can be ineligible: the others' replicas are not looked at
+        ineligible = {tp.topic for tp, a in ctx.iter_topic_partitions(to_delete)
                       if any(not ctx.is_replica_online(r, tp) for r in a.replicas)}
         reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
         ineligible = (ineligible | reassigning) & to_delete
@@ -346,13 +347,15 @@ class KafkaController:
                       ErrorCode(response.error_code).name, broker_id)
             return
         names = self.context.topic_names()
-        errors = [(TopicPartition(pe.topic_name, pe.partition_index), pe.error_code)
-                  for pe in response.partition_errors]
-        errors += [(TopicPartition(names[t.topic_id], pe.partition_index), pe.error_code)
+        errors = [(pe.topic_name, pe.partition_index, pe.error_code) for pe in response.partition_errors]
+        errors += [(names[t.topic_id], pe.partition_index, pe.error_code)
                    for t in response.topics if t.topic_id in names for pe in t.partition_errors]
-        offline = {tp for tp, e in errors if e == ErrorCode.KAFKA_STORAGE_ERROR}
-        online = {tp for tp, e in errors if e == ErrorCode.NONE}
-        if offline or self.context.replicas_on_offline_dirs.get(broker_id):
+        # the partitions answered without error only matter while some of this broker's replicas
+        # are offline (a restart's answer names 10,000 of them)
+        had_offline = bool(self.context.replicas_on_offline_dirs.get(broker_id))
+        offline = {TopicPartition(t, p) for t, p, e in errors if e == ErrorCode.KAFKA_STORAGE_ERROR}
+        online = {TopicPartition(t, p) for t, p, e in errors if e == ErrorCode.NONE} if had_offline else set()
+        if offline or had_offline:
             self._put("LeaderAndIsrResponseReceived",
                       lambda: self._process_leader_and_isr_response(broker_id, offline, online))
 

@@ -31,16 +31,18 @@ class ReplicaStateMachine:
         ctx = self.context
         online: list[PartitionAndReplica] = []
         offline: list[PartitionAndReplica] = []
-        for tp in ctx.all_partitions():
-            for r in ctx.partition_replica_assignment(tp):
-                replica = PartitionAndReplica(tp.topic, tp.partition, r)
-                if ctx.is_replica_online(r, tp):
-                    ctx.replica_states[replica] = ReplicaState.OnlineReplica
-                    online.append(replica)
-                else:
-                    # replicas on dead brokers can't be deleted now: ineligible until they return
-                    ctx.replica_states[replica] = ReplicaState.ReplicaDeletionIneligible
-                    offline.append(replica)
+        for topic, assignments in ctx.partition_assignments.items():
+            for p in sorted(assignments):
+                tp = TopicPartition(topic, p)
+                for r in assignments[p].replicas:
+                    replica = PartitionAndReplica(topic, p, r)
+                    if ctx.is_replica_online(r, tp):
+                        ctx.replica_states[replica] = ReplicaState.OnlineReplica
+                        online.append(replica)
+                    else:
+                        # replicas on dead brokers can't be deleted now: ineligible until they return
+                        ctx.replica_states[replica] = ReplicaState.ReplicaDeletionIneligible
+                        offline.append(replica)
         await self.handle_state_changes(online, ReplicaState.OnlineReplica)
         await self.handle_state_changes(offline, ReplicaState.OfflineReplica)
 
@@ -86,18 +88,20 @@ class ReplicaStateMachine:
                         [replica_id], r.tp, leadership, ctx.partition_full_replica_assignment(r.tp), is_new=True)
                 ctx.replica_states[r] = ReplicaState.NewReplica
         elif target == ReplicaState.OnlineReplica:
+            recipient = [replica_id]
             for r in valid:
+                tp = TopicPartition(r.topic, r.partition)
                 if ctx.replica_states[r] == ReplicaState.NewReplica:
-                    assignment = ctx.partition_full_replica_assignment(r.tp)
+                    assignment = ctx.partition_full_replica_assignment(tp)
                     if replica_id not in assignment.replicas:
                         log.error("Adding replica (%d) that is not part of the assignment %s", replica_id, assignment)
                         ctx.update_partition_replica_assignment(
-                            r.tp, replace(assignment, replicas=assignment.replicas + (replica_id,)))
+                            tp, replace(assignment, replicas=assignment.replicas + (replica_id,)))
                 else:
-                    leadership = ctx.leadership(r.tp)
+                    leadership = ctx.leadership(tp)
                     if leadership is not None:
                         self.batch.add_leader_and_isr_request_for_brokers(
-                            [replica_id], r.tp, leadership, ctx.partition_full_replica_assignment(r.tp), is_new=False)
+                            recipient, tp, leadership, ctx.partition_full_replica_assignment(tp), is_new=False)
                 ctx.replica_states[r] = ReplicaState.OnlineReplica
         elif target == ReplicaState.OfflineReplica:
             for r in valid:

@@ -44,6 +44,19 @@ def parse_epoch_checkpoint(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _read_file(path: Path) -> bytes:
+    """The file's bytes with plain system calls: a restart reads 10,000 of these few-byte files,
+    and Path.read_text's text-file setup costs twice the reading."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 class LeaderEpochCache:
     """Entries (epoch, start offset), both strictly increasing."""
 
@@ -60,7 +73,7 @@ class LeaderEpochCache:
         """The checkpointed cache, or None when there is no (readable) checkpoint to trust."""
         path = partition_dir / FILE_NAME
         try:
-            return cls(path, parse_epoch_checkpoint(path.read_text()))
+            return cls(path, parse_epoch_checkpoint(_read_file(path).decode()))
         except (OSError, ValueError):
             return None
 

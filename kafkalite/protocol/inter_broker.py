@@ -14,7 +14,9 @@ ControlledShutdown v3, AlterPartition v3 (see :data:`IBP_3_9_VERSIONS`).
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Optional
 from uuid import UUID
 
@@ -79,6 +81,19 @@ def request_header_version(api_key: int, api_version: int, flexible: bool) -> in
     if api_key == ControlledShutdownRequest.API_KEY and api_version == 0:
         return 0
     return 2 if flexible else 1
+
+
+@cache
+def row_type(container: type, version: int) -> type:
+    """A named tuple of a nested struct's fields at `version`, in wire order, to build the
+    thousands of per-partition entries of a big request or response with: kafka-python's compiled
+    encoder writes a list of tuples positionally (same bytes as its DataContainers: a unit test
+    compares them), and a tuple is built ~20x faster than a DataContainer. Only for structs
+    without tagged fields (a tuple carries none). One class per (struct, version)."""
+    struct = container._struct
+    if struct.tagged_fields(version)._names:
+        raise ValueError(f"{container.__name__} v{version} has tagged fields")
+    return namedtuple(f"{container.__name__}Row", [f.name for f in struct.untagged_fields(version)])
 
 
 # -- version-independent views of the requests (Kafka's partitionStates()/topicStates()) ---------
@@ -192,7 +207,7 @@ __all__ = [
     "UpdateMetadataRequest", "UpdateMetadataResponse",
     "ControlledShutdownRequest", "ControlledShutdownResponse",
     "AlterPartitionRequest", "AlterPartitionResponse",
-    "IBP_3_9_VERSIONS", "request_header_version",
+    "IBP_3_9_VERSIONS", "request_header_version", "row_type",
     "leader_and_isr_partition_states", "leader_and_isr_topic_ids", "update_metadata_partition_states",
     "StopReplicaPartition", "stop_replica_partitions",
     "leader_and_isr_error_response", "stop_replica_error_response", "update_metadata_error_response",

@@ -4,6 +4,7 @@ StopReplicaPartitionState)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from kafkalite.cluster.topic_partition import TopicPartition
 
@@ -27,8 +28,9 @@ class LeaderAndIsrPartitionState:
     is_new: bool = False
     leader_recovery_state: int = 0
 
-    @property
+    @cached_property
     def tp(self) -> TopicPartition:
+        # built once: the replica manager looks a request's partitions up several times each
         return TopicPartition(self.topic, self.partition)
 
 

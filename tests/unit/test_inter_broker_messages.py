@@ -25,7 +25,7 @@ from kafkalite.protocol.inter_broker import (
     LeaderAndIsrResponse, StopReplicaPartition, StopReplicaRequest, StopReplicaResponse,
     UpdateMetadataRequest, UpdateMetadataResponse, alter_partition_error_response,
     controlled_shutdown_error_response, leader_and_isr_error_response, leader_and_isr_partition_states,
-    leader_and_isr_topic_ids, request_header_version, stop_replica_error_response,
+    leader_and_isr_topic_ids, request_header_version, row_type, stop_replica_error_response,
     stop_replica_partitions, update_metadata_error_response, update_metadata_partition_states)
 from kafkalite.protocol.messages import messages_for
 from kafkalite.server.kafka_apis import decode_body
@@ -477,6 +477,36 @@ def test_round_trip_every_version(cls: Any, version: int, data: st.DataObject) -
     assert decoded.version == version
     # no version argument: kafka-python's version setter touches a header a decoded message lacks
     assert bytes(decoded.encode()) == encoded
+
+
+# the per-partition lists the controller and the broker build as rows (row_type)
+_ROW_CASES = [(LeaderAndIsrRequest, 7, "topic_states", "partition_states"),
+              (UpdateMetadataRequest, 8, "topic_states", "partition_states"),
+              (LeaderAndIsrResponse, 7, "topics", "partition_errors")]
+
+
+@pytest.mark.parametrize("cls, version, outer, inner", _ROW_CASES, ids=lambda x: getattr(x, "__name__", str(x)))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_rows_encode_as_the_data_containers_they_stand_for(cls: Any, version: int, outer: str, inner: str,
+                                                           data: st.DataObject) -> None:
+    message = data.draw(_struct_strategy(cls, cls._struct, version, top_level=True))
+    expected = bytes(message.encode(version=version))
+    for entry in getattr(message, outer) or ():
+        items = getattr(entry, inner)
+        if items:
+            Row = row_type(type(items[0]), version)
+            # the controller passes its tuples (ISR, replicas) as they are
+            setattr(entry, inner, [Row(*(tuple(v) if isinstance(v, list) else v
+                                         for v in (getattr(i, f) for f in Row._fields))) for i in items])
+    assert bytes(message.encode(version=version)) == expected
+
+
+def test_row_type_refuses_a_struct_with_tagged_fields() -> None:
+    Broker = UpdateMetadataRequest.UpdateMetadataBroker
+    assert row_type(Broker, 8)._fields == ("id", "endpoints", "rack")
+    with pytest.raises(ValueError, match="tagged"):
+        row_type(UpdateMetadataRequest[8], 8)
 
 
 # ---------------------------------------------------------------------------------------------

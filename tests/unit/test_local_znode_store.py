@@ -360,6 +360,9 @@ def test_kafka_zk_client_controller_and_partition_state_semantics(tmp_path: Path
         assert current == init
         # partition 1 changed meanwhile (its zkVersion moved on): retried, partition 0 written
         await s.set("/brokers/topics/t/partitions/1/state", z.encode_partition_state(init[tps[1]]))
+        # the same bytes in both znodes, each read with its own zkVersion as partition epoch
+        assert await zk.get_partition_states(tps) == {
+            tps[0]: init[tps[0]], tps[1]: z.LeaderIsrAndControllerEpoch(z.LeaderAndIsr(1, 0, (1,), 0, 1), epoch)}
         result = await zk.update_leader_and_isr(
             {tp: current[tp].leader_and_isr.new_leader_and_isr(1, [1]) for tp in tps}, epoch, zk_version)
         assert result.finished == {tps[0]: z.LeaderAndIsr(1, 1, (1,), 0, 1)}

@@ -378,8 +378,19 @@ class KafkaZkClient:
         tps = [TopicPartition(*tp) for tp in partitions]
         reads = await self.store.get_many([znodes.topic_partition_state_path(tp.topic, tp.partition)
                                            for tp in tps])
-        return {tp: znodes.decode_partition_state(read[0], read[1].version)
-                for tp, read in zip(tps, reads) if read is not None and read[0]}
+        # a failover reads thousands of states, most of them the same bytes (one leader, epoch
+        # and ISR): each distinct content is parsed once, then given each znode's version
+        decoded: dict[bytes, LeaderIsrAndControllerEpoch] = {}
+        out: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        for tp, read in zip(tps, reads):
+            if read is None or not read[0]:
+                continue
+            data, stat = read
+            state = decoded.get(data)
+            if state is None:
+                state = decoded[data] = znodes.decode_partition_state(data, stat.version)
+            out[tp] = znodes.partition_state_with_version(state, stat.version)
+        return out
 
     async def create_partition_states(
             self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],

@@ -529,14 +529,22 @@ def decode_topic_assignment(topic: str, data: Optional[bytes]) -> TopicAssignmen
     adding = doc.get("adding_replicas") or {}
     removing = doc.get("removing_replicas") or {}
     partitions: dict[int, ReplicaAssignment] = {}
+    # a topic of 10,000 partitions has few distinct assignments: equal ones share one value
+    settled: dict[tuple[int, ...], ReplicaAssignment] = {}
     for p, replicas in (doc.get("partitions") or {}).items():
         try:
             partition = int(p)
         except ValueError:
             raise ZNodeDecodeError(f"{what}: bad partition {p!r}") from None
-        partitions[partition] = ReplicaAssignment(
-            _int_list(replicas, what), _int_list(adding.get(p, []), what),
-            _int_list(removing.get(p, []), what))
+        replica_ids = _int_list(replicas, what)
+        if p in adding or p in removing:
+            partitions[partition] = ReplicaAssignment(
+                replica_ids, _int_list(adding.get(p, []), what), _int_list(removing.get(p, []), what))
+        else:
+            assignment = settled.get(replica_ids)
+            if assignment is None:
+                assignment = settled[replica_ids] = ReplicaAssignment(replica_ids)
+            partitions[partition] = assignment
     return TopicAssignment(topic, topic_id, dict(sorted(partitions.items())))
 
 
@@ -573,6 +581,16 @@ def decode_partition_state(data: bytes, zk_version: int = 0) -> LeaderIsrAndCont
                      isr=_int_list(doc.get("isr"), what), leader_recovery_state=LeaderRecoveryState(recovery),
                      partition_epoch=zk_version),
         controller_epoch=_int(doc, "controller_epoch", what))
+
+
+def partition_state_with_version(state: LeaderIsrAndControllerEpoch, zk_version: int) -> LeaderIsrAndControllerEpoch:
+    """The same decoded state as read from a znode at `zk_version` (its partition epoch)."""
+    lai = state.leader_and_isr
+    if lai.partition_epoch == zk_version:
+        return state
+    return LeaderIsrAndControllerEpoch(
+        LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, lai.leader_recovery_state, zk_version),
+        state.controller_epoch)
 
 
 # ---- /config/<type>/<entity>, /config/changes --------------------------------------------------

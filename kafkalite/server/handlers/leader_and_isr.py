@@ -14,7 +14,7 @@ import uuid
 from typing import Any, Optional
 
 from kafkalite.protocol.errors import ErrorCode
-from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, LeaderAndIsrResponse
+from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, LeaderAndIsrResponse, row_type
 from kafkalite.replica.control_states import LeaderAndIsrPartitionState
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.broker_epoch import UNKNOWN_BROKER_EPOCH
@@ -64,9 +64,11 @@ def build_response(v: int, error: int, errors: list[tuple[TopicPartition, int]],
             PE(topic_name=tp.topic, partition_index=tp.partition, error_code=code) for tp, code in errors],
             topics=[])
     TE = Resp.LeaderAndIsrTopicError
+    # a restart answers for every partition: rows, not DataContainers (see row_type)
+    PE = row_type(TE.LeaderAndIsrPartitionError, v)
     by_id: dict[uuid.UUID, list[Any]] = {}
     for tp, code in errors:
-        by_id.setdefault(ids.get(tp.topic, ZERO_UUID), []).append(PE(partition_index=tp.partition, error_code=code))
+        by_id.setdefault(ids.get(tp.topic, ZERO_UUID), []).append(PE(tp.partition, code))
     return Resp(error_code=error, partition_errors=[],
                 topics=[TE(topic_id=tid, partition_errors=parts) for tid, parts in by_id.items()])
 
