@@ -112,10 +112,13 @@ class AbstractIndex:
     ENTRY: struct.Struct  # set by subclasses
     entry_size: int
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int) -> None:
         if max_index_size < self.entry_size:
             raise ValueError(f"Invalid max index size: {max_index_size}")
-        self.path = path
+        # The file's name as a string for the system calls; its Path only when asked for (a
+        # start-up opens thousands of segments, and each Path costs more than its system calls)
+        self._fspath = os.fspath(path)
+        self._path: Path | None = path if isinstance(path, Path) else None
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._map: FileMapping | None = None
@@ -135,17 +138,23 @@ class AbstractIndex:
         # extended to segment.index.bytes only once something is written to it.
         self._pending_length: int | None = None
 
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(self._fspath)
+        return self._path
+
     # -- lifecycle ---------------------------------------------------------------------------
     def _load(self, reserve_entries: int = 0) -> None:
         """Map the file (created at its full size if missing); ``reserve_entries`` more entries
         get their disk blocks through the same descriptor."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            fd = os.open(self._fspath, os.O_RDWR | os.O_CLOEXEC)
             newly_created = False
         except FileNotFoundError:
-            if str(self.path).endswith(".deleted"):   # segment.DELETED_SUFFIX (segment imports us)
+            if self._fspath.endswith(".deleted"):   # segment.DELETED_SUFFIX (segment imports us)
                 raise   # a deleted segment's index is gone: never re-created as an orphan file
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self._fspath, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             newly_created = True
         try:
             if newly_created:
@@ -177,7 +186,7 @@ class AbstractIndex:
         if self._loaded or self._probed:
             return
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._fspath, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             self._length = round_down_to_entry(self.max_index_size, self.entry_size)
             self._entries = 0
@@ -242,7 +251,7 @@ class AbstractIndex:
             if fd is not None:
                 os.posix_fallocate(fd, self._allocated, target - self._allocated)
             else:
-                own = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+                own = os.open(self._fspath, os.O_RDWR | os.O_CLOEXEC)
                 try:
                     os.posix_fallocate(own, self._allocated, target - self._allocated)
                 finally:
@@ -285,7 +294,7 @@ class AbstractIndex:
         if rounded == self._length:
             return False
         self._unmap()
-        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(self._fspath, os.O_RDWR | os.O_CLOEXEC)
         try:
             os.ftruncate(fd, rounded)
             self._length = rounded
@@ -341,7 +350,7 @@ class AbstractIndex:
 
     def _set_file_length(self, length: int) -> None:
         """Truncate (or create) the file of an index that is not mapped."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(self._fspath, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             os.ftruncate(fd, length)
         finally:
@@ -354,7 +363,7 @@ class AbstractIndex:
         flushes run in the flush pool while the loop may trim, remap or unmap the index (a roll);
         the page cache is shared, so pages written through any mapping of the file are synced."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._fspath, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return      # deleted or renamed since (retention, truncation, a cleaner swap)
         try:
@@ -368,7 +377,7 @@ class AbstractIndex:
         if self._loaded:
             self.trim_to_valid_size()
             self._release()
-        elif not self._present and not self.path.exists():
+        elif not self._present and not os.path.exists(self._fspath):
             # made lazily: a closed segment has its index files, as one Kafka made (their
             # absence at the next load means "rebuild")
             self._set_file_length(0)
@@ -387,14 +396,15 @@ class AbstractIndex:
     def delete(self) -> None:
         self._release()
         try:
-            self.path.unlink()
+            os.unlink(self._fspath)
         except FileNotFoundError:
             pass
 
     def rename_to(self, path: Path) -> None:
-        if self.path.exists():
-            os.replace(self.path, path)
-        self.path = path
+        if os.path.exists(self._fspath):
+            os.replace(self._fspath, path)
+        self._fspath = os.fspath(path)
+        self._path = path
 
     # -- entries -----------------------------------------------------------------------------
     @property
@@ -439,7 +449,7 @@ class AbstractIndex:
         if self._length != end or not self._present:
             return False
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+            fd = os.open(self._fspath, os.O_WRONLY | os.O_CLOEXEC)
             try:
                 data = self.ENTRY.pack(a, b)
                 if os.pwrite(fd, data, end) != len(data):
