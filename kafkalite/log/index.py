@@ -137,6 +137,9 @@ class AbstractIndex:
         # The length the file gets when it is next mapped: an active segment's index is
         # extended to segment.index.bytes only once something is written to it.
         self._pending_length: int | None = None
+        # The file holds bytes past its valid entries (a reset that left them in place, see
+        # ``reset``): the next trim cuts them.
+        self._stale_tail = False
 
     @property
     def path(self) -> Path:
@@ -304,6 +307,8 @@ class AbstractIndex:
             os.close(fd)
         self._max_entries = rounded // self.entry_size
         self._entries = min(self._entries, self._max_entries)
+        if rounded <= self._entries * self.entry_size:
+            self._stale_tail = False
         return True
 
     def reserve_entries(self, n: int) -> None:
@@ -332,9 +337,20 @@ class AbstractIndex:
             self._truncate_to_entries(0)
             self.resize(self.max_index_size)
             return
-        self._set_file_length(0)
+        # The file is left as it is (its old entries past the new ones are cut by the trim
+        # that ends a recovery): on ext4, cutting a file that has blocks costs ~0.3 ms, and a
+        # recovery mostly writes the same entries again (10,000 logs recovered after a crash
+        # spent 4 s here).
+        try:
+            self._length = os.stat(self._fspath).st_size
+            self._present = True
+        except FileNotFoundError:
+            self._length = 0
+            self._present = False
+        self._stale_tail = self._length > 0
         self._entries = 0
         self._probed = True
+        self._probed_last = self._probed_first = None
         self._pending_length = round_down_to_entry(self.max_index_size, self.entry_size)
 
     def create_empty(self) -> None:
@@ -357,6 +373,7 @@ class AbstractIndex:
             os.close(fd)
         self._length = length
         self._present = True
+        self._stale_tail = False
 
     def flush(self) -> None:
         """Make the entries durable. An fsync of the file by name, not an msync of the mapping:
@@ -374,7 +391,7 @@ class AbstractIndex:
     def close(self) -> None:
         """Trim and unmap (Kafka's AbstractIndex.close). An index never mapped is left as its
         file is: trimmed by its last close or roll (or emptied by a reset), never extended."""
-        if self._loaded:
+        if self._loaded or self._stale_tail:
             self.trim_to_valid_size()
             self._release()
         elif not self._present and not os.path.exists(self._fspath):
@@ -446,7 +463,7 @@ class AbstractIndex:
         entries (preallocated): the caller maps it."""
         self._probe()
         end = self._entries * self.entry_size
-        if self._length != end or not self._present:
+        if not self._present or (self._length != end and not (self._stale_tail and self._length > end)):
             return False
         try:
             fd = os.open(self._fspath, os.O_WRONLY | os.O_CLOEXEC)
@@ -459,7 +476,8 @@ class AbstractIndex:
         except OSError as e:
             raise KafkaStorageError(f"Error while appending to index {self.path}: {e}") from e
         self._entries += 1
-        self._length = end + self.entry_size
+        self._length = max(self._length, end + self.entry_size)
+        self._stale_tail = self._length != end + self.entry_size
         self._probed_last = (a, b)
         if self._entries == 1:
             self._probed_first = (a, b)
