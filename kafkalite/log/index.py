@@ -199,9 +199,15 @@ class AbstractIndex:
             self._present = True
             try:
                 self._length = os.fstat(fd).st_size
-                self._entries = self._count_valid_entries(fd, self._length)
                 size = self.entry_size
-                raw = os.pread(fd, size, (self._entries - 1) * size) if self._entries else b""
+                n = self._length // size
+                # a trimmed file (most are): its last slot is its last entry, one pread
+                raw = os.pread(fd, size, (n - 1) * size) if n else b""
+                if n and raw != bytes(size):
+                    self._entries = n
+                else:
+                    self._entries = self._count_valid_entries(fd, self._length)
+                    raw = os.pread(fd, size, (self._entries - 1) * size) if self._entries else b""
                 first = os.pread(fd, size, 0) if self._entries > 1 else raw
             finally:
                 os.close(fd)

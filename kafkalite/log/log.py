@@ -241,7 +241,8 @@ class Log:
         Synchronous and possibly slow (recovery re-reads data): run it off the event loop.
         """
         now = _wall_ms() if now_ms is None else now_ms
-        dir = Path(dir)
+        if not isinstance(dir, Path):
+            dir = Path(dir)
         # The directory is listed once here and the names handed on (a start loads thousands
         # of logs; each listing and each mkdir of an existing directory is a system call).
         try:
