@@ -210,10 +210,11 @@ class TransactionIndex:
         self._path = path
 
     def delete(self) -> None:
-        try:
-            os.unlink(self._fspath)
-        except FileNotFoundError:
-            pass
+        if not self._absent:    # recovery resets every recovered segment's: most have none
+            try:
+                os.unlink(self._fspath)
+            except FileNotFoundError:
+                pass
         self._absent = True
         self._last_offset = None
         self._last_offset_loaded = True
