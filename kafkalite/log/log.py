@@ -62,7 +62,10 @@ def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     """``<topic>-<partition>``: topic names may contain '-' and '.', so split at the LAST '-'; the
     partition as Java's Integer.parseInt reads it (an optional '+', at most 2^31-1)."""
     topic, sep, part = dir_name.rpartition("-")
-    partition = parse_java_integer(part)   # never negative: its '-' would be the separator
+    # never negative: its '-' would be the separator. Up to 9 ASCII digits always fit an int
+    # (the usual name, parsed without the regex: a start-up parses thousands)
+    partition = int(part) if len(part) <= 9 and part.isascii() and part.isdigit() \
+        else parse_java_integer(part)
     if not sep or not topic or partition is None:
         raise ValueError(f"Not a partition directory name: {dir_name!r}")
     return topic, partition
