@@ -62,7 +62,10 @@ def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     """``<topic>-<partition>``: topic names may contain '-' and '.', so split at the LAST '-'; the
     partition as Java's Integer.parseInt reads it (an optional '+', at most 2^31-1)."""
     topic, sep, part = dir_name.rpartition("-")
-    partition = parse_java_integer(part)   # never negative: its '-' would be the separator
+    # never negative: its '-' would be the separator. Up to 9 ASCII digits always fit an int
+    # (the usual name, parsed without the regex: a start-up parses thousands)
+    partition = int(part) if len(part) <= 9 and part.isascii() and part.isdigit() \
+        else parse_java_integer(part)
     if not sep or not topic or partition is None:
         raise ValueError(f"Not a partition directory name: {dir_name!r}")
     return topic, partition
@@ -241,7 +244,8 @@ class Log:
         Synchronous and possibly slow (recovery re-reads data): run it off the event loop.
         """
         now = _wall_ms() if now_ms is None else now_ms
-        dir = Path(dir)
+        if not isinstance(dir, Path):
+            dir = Path(dir)
         # The directory is listed once here and the names handed on (a start loads thousands
         # of logs; each listing and each mkdir of an existing directory is a system call).
         try:
@@ -280,9 +284,10 @@ class Log:
                    has_partition_metadata=PARTITION_METADATA_FILE in files)
         # INFO for a log recovered after a crash, as Kafka logs it for every log; a clean
         # restart of thousands of logs would only repeat it
-        log.log(logging.DEBUG if had_clean_shutdown else logging.INFO,
-                "%sLoading producer state till offset %d with message format version 2",
-                _loader_ident(dir), log_end_offset)
+        level = logging.DEBUG if had_clean_shutdown else logging.INFO
+        if log.isEnabledFor(level):     # its arguments cost more than the check
+            log.log(level, "%sLoading producer state till offset %d with message format version 2",
+                    _loader_ident(dir), log_end_offset)
         # segment loading and recovery touch no snapshot: ``files`` still lists them
         self._rebuild_producer_state(rebuild_txn_index=recovered, listed=files)
         return self
@@ -1336,16 +1341,10 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: in
     No index is mapped or read whole (Kafka's LogLoader: lazy indexes; their entries counted
     from the size of the trimmed files). ``names``: the files in ``dir`` (orphans deleted are
     taken out). Returns the segments and the base offsets of those recovered."""
-    log_bases = set()
-    for name in names:
-        base = _base_offset_of(name)
-        if base is not None and name == f"{name[:20]}{LOG_SUFFIX}":
-            log_bases.add(base)
-    for name in list(names):
-        base = _base_offset_of(name)
-        if base is None:
-            continue
-        suffix = name[20:]
+    # (base offset, suffix) of every segment file; names are parsed once (thousands of logs)
+    parsed = [(base, name[20:], name) for name in names if (base := _base_offset_of(name)) is not None]
+    log_bases = {base for base, suffix, _name in parsed if suffix == LOG_SUFFIX}
+    for base, suffix, name in parsed:
         if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and base not in log_bases:
             log.info("%s: deleting orphaned index file %s", dir.name, name)
             names.discard(name)
@@ -1358,9 +1357,10 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: in
         check_below = bases[max(0, bisect.bisect_right(bases, recovery_point) - 1)]
     try:
         for base in bases:
-            indexes_present = (offset_index_file(dir, base).name in names
-                               and time_index_file(dir, base).name in names)
-            seg = LogSegment.open(dir, base, config, now_ms=now_ms)
+            prefix = f"{base:020d}"
+            indexes_present = prefix + INDEX_SUFFIX in names and prefix + TIME_INDEX_SUFFIX in names
+            has_txn_index = prefix + TXN_INDEX_SUFFIX in names
+            seg = LogSegment.open(dir, base, config, now_ms=now_ms, txn_index_absent=not has_txn_index)
             segments.append(seg)
             if check_below is not None and base >= check_below:
                 continue
@@ -1368,8 +1368,7 @@ def _load_segments(dir: Path, config: LogConfig, now_ms: int, recovery_point: in
                 log.warning("%sCould not find offset index file corresponding to log file %s, "
                             "recovering segment and rebuilding index files...", _loader_ident(dir), seg.log_path)
             elif (base == bases[-1] and not seg.check_loaded()) or (
-                    base != bases[-1] and txn_index_file(dir, base).name in names
-                    and not _txn_index_sane(seg)):
+                    base != bases[-1] and has_txn_index and not _txn_index_sane(seg)):
                 log.warning("%sFound a corrupted index file corresponding to log file %s, recovering "
                             "segment and rebuilding index files...", _loader_ident(dir), seg.log_path)
             else:

@@ -301,10 +301,12 @@ class LogManager:
                           recovery_point=recovery_points.get(key, 0),
                           log_start_offset=log_start_offsets.get(key, 0),
                           had_clean_shutdown=clean, now_ms=now)
-            log.log(completed_level, "Completed load of Log(dir=%s, topic=%s, partition=%d, recoveryPoint=%d) "
-                    "with %d segments, local-log-start-offset %d and log-end-offset %d in %dms (%d/%d completed "
-                    "in %s)", child, key[0], key[1], lg.recovery_point, len(lg.segments), lg.log_start_offset,
-                    lg.log_end_offset, (time.monotonic() - started) * 1000, next(loaded_count), len(to_load), where)
+            completed = next(loaded_count)
+            if log.isEnabledFor(completed_level):   # its arguments cost more than the check
+                log.log(completed_level, "Completed load of Log(dir=%s, topic=%s, partition=%d, recoveryPoint=%d) "
+                        "with %d segments, local-log-start-offset %d and log-end-offset %d in %dms (%d/%d completed "
+                        "in %s)", child, key[0], key[1], lg.recovery_point, len(lg.segments), lg.log_start_offset,
+                        lg.log_end_offset, (time.monotonic() - started) * 1000, completed, len(to_load), where)
             return lg
 
         if self._recovery_threads > 1 and len(to_load) > 1:

@@ -19,7 +19,7 @@ class OffsetIndex(AbstractIndex):
     ENTRY = struct.Struct(">ii")
     entry_size = 8
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int) -> None:
         super().__init__(path, base_offset, max_index_size)
 
     def can_append_offset(self, offset: int) -> bool:

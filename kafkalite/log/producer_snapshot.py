@@ -22,7 +22,7 @@ from typing import Iterable
 
 from crc32c import crc32c
 
-from kafkalite.log.checkpoint import atomic_write
+from kafkalite.log.checkpoint import atomic_write, read_small_file
 from kafkalite.log.errors import KafkaStorageError, LogError
 from kafkalite.log.producer_state import BatchMetadata, ProducerStateEntry
 from kafkalite.log.record_batch import INT32_MAX, NO_SEQUENCE
@@ -119,7 +119,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     try:
-        data = path.read_bytes()
+        data = read_small_file(path)
     except OSError as e:
         raise CorruptSnapshotError(f"Cannot read snapshot {path}: {e}") from e
     return decode_snapshot(data)

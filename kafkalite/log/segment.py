@@ -92,7 +92,7 @@ class SegmentFile:
 
     __slots__ = ("fd", "path", "truncations")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | str) -> None:
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         # counted BEFORE each ftruncate: a fetch being sent from this file checks it (network/send.py)
@@ -137,21 +137,26 @@ def _pwritev_all(fd: int, pieces: Sequence[bytes | memoryview], position: int) -
 
 class LogSegment:
     def __init__(self, dir: Path, base_offset: int, config: LogConfig, *, now_ms: int,
-                 suffix: str = "") -> None:
+                 suffix: str = "", txn_index_absent: bool = False) -> None:
+        """``txn_index_absent``: the caller listed the directory and saw no ``.txnindex``."""
         self.dir = dir
         self.base_offset = base_offset
         self.suffix = suffix            # "" for a live segment; .cleaned/.swap/.deleted while swapping
-        self.log_path = log_file(dir, base_offset, suffix)
-        self.file = SegmentFile(self.log_path)
+        # The files' names as strings; their Paths are made only when asked for (a start-up
+        # opens thousands of segments, and four Paths cost more than the system calls)
+        prefix = os.path.join(dir, filename_prefix(base_offset))
+        self._log_fspath = f"{prefix}{LOG_SUFFIX}{suffix}"
+        self._log_path: Path | None = None
+        self.file = SegmentFile(self._log_fspath)
         try:
             self._size = os.fstat(self.file.fd).st_size
-            self.offset_index = OffsetIndex(offset_index_file(dir, base_offset, suffix),
+            self.offset_index = OffsetIndex(f"{prefix}{INDEX_SUFFIX}{suffix}",
                                             base_offset, config.segment_index_bytes)
-            self.time_index = TimeIndex(time_index_file(dir, base_offset, suffix),
+            self.time_index = TimeIndex(f"{prefix}{TIME_INDEX_SUFFIX}{suffix}",
                                         base_offset, config.segment_index_bytes)
             # Opened lazily: the file exists only once a transaction was aborted here.
-            self.txn_index = TransactionIndex(txn_index_file(dir, base_offset, suffix),
-                                              base_offset)
+            self.txn_index = TransactionIndex(f"{prefix}{TXN_INDEX_SUFFIX}{suffix}",
+                                              base_offset, absent=txn_index_absent)
         except BaseException:
             self.file.close()
             raise
@@ -169,8 +174,20 @@ class LogSegment:
 
     @classmethod
     def open(cls, dir: Path, base_offset: int, config: LogConfig, *, now_ms: int,
-             suffix: str = "") -> "LogSegment":
-        return cls(dir, base_offset, config, now_ms=now_ms, suffix=suffix)
+             suffix: str = "", txn_index_absent: bool = False) -> "LogSegment":
+        return cls(dir, base_offset, config, now_ms=now_ms, suffix=suffix,
+                   txn_index_absent=txn_index_absent)
+
+    @property
+    def log_path(self) -> Path:
+        if self._log_path is None:
+            self._log_path = Path(self._log_fspath)
+        return self._log_path
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._log_fspath = os.fspath(path)
+        self._log_path = path
 
     def __repr__(self) -> str:
         """Kafka's LogSegment.toString, which its log lines print (segment deletions). As Kafka's,
@@ -207,7 +224,7 @@ class LogSegment:
         return self.max_timestamp_and_offset_so_far[0]
 
     def last_modified_ms(self) -> int:
-        return os.stat(self.log_path).st_mtime_ns // 1_000_000
+        return os.stat(self._log_fspath).st_mtime_ns // 1_000_000
 
     def largest_timestamp(self) -> int:
         """Largest record timestamp, or the file's mtime when no batch has one (Kafka)."""

@@ -22,7 +22,7 @@ class TimeIndex(AbstractIndex):
     ENTRY = struct.Struct(">qi")
     entry_size = 12
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(self, path: Path | str, base_offset: int, max_index_size: int) -> None:
         super().__init__(path, base_offset, max_index_size)
 
     @property

@@ -65,8 +65,13 @@ def decode_entries(data: bytes, path: Path | str = "") -> list[AbortedTxn]:
 
 
 class TransactionIndex:
-    def __init__(self, path: Path, start_offset: int) -> None:
-        self.path = path
+    def __init__(self, path: Path | str, start_offset: int, *, absent: bool = False) -> None:
+        """``absent``: the caller knows the file does not exist (a load that listed the
+        directory), so reading it needs no system call until an append creates it."""
+        # a string for the system calls, the Path only when asked for (as AbstractIndex)
+        self._fspath = os.fspath(path)
+        self._path: Path | None = path if isinstance(path, Path) else None
+        self._absent = absent
         self.start_offset = start_offset
         self._last_offset: int | None = None
         self._last_offset_loaded = False
@@ -77,10 +82,18 @@ class TransactionIndex:
     def __repr__(self) -> str:
         return f"TransactionIndex({self.path.name})"
 
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(self._fspath)
+        return self._path
+
     # -- reading -------------------------------------------------------------------------------
     def _read_all(self) -> bytes:
+        if self._absent:
+            return b""
         try:
-            with open(self.path, "rb") as f:
+            with open(self._fspath, "rb") as f:
                 return f.read()
         except FileNotFoundError:
             return b""
@@ -94,7 +107,7 @@ class TransactionIndex:
             # A torn trailing entry (crash mid-write) is ignored by readers; sanity_check
             # flags it.
             usable = len(data) - len(data) % ENTRY_SIZE
-            cache = self._cache = decode_entries(data[:usable], self.path)
+            cache = self._cache = decode_entries(data[:usable], self._fspath)
         return cache
 
     def __iter__(self) -> Iterator[AbortedTxn]:
@@ -122,7 +135,7 @@ class TransactionIndex:
 
     def sanity_check(self) -> None:
         """Whole entries of version 0, none ending before the segment's base offset."""
-        for txn in decode_entries(self._read_all(), self.path):
+        for txn in decode_entries(self._read_all(), self._fspath):
             if txn.last_offset < self.start_offset:
                 raise CorruptIndexError(
                     f"Last offset of aborted transaction {txn} in index {self.path} is less "
@@ -137,7 +150,8 @@ class TransactionIndex:
                 f"{txn.last_offset} is not greater than current last offset {last} of index "
                 f"{self.path}")
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            fd = os.open(self._fspath, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            self._absent = False
             try:
                 os.write(fd, txn.encode())
             finally:
@@ -152,7 +166,7 @@ class TransactionIndex:
     def truncate_to(self, offset: int) -> None:
         """Remove the entries whose last offset is >= ``offset`` (and a torn tail)."""
         data = self._read_all()
-        entries = decode_entries(data[:len(data) - len(data) % ENTRY_SIZE], self.path)
+        entries = decode_entries(data[:len(data) - len(data) % ENTRY_SIZE], self._fspath)
         keep = 0
         for txn in entries:
             if txn.last_offset >= offset:
@@ -161,7 +175,7 @@ class TransactionIndex:
         new_size = keep * ENTRY_SIZE
         if new_size != len(data):
             try:
-                os.truncate(self.path, new_size)
+                os.truncate(self._fspath, new_size)
             except OSError as e:
                 raise KafkaStorageError(f"I/O error truncating {self.path}: {e}") from e
         self._last_offset = entries[keep - 1].last_offset if keep else None
@@ -173,8 +187,10 @@ class TransactionIndex:
         self.delete()
 
     def flush(self) -> None:
+        if self._absent:
+            return
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._fspath, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return
         try:
@@ -185,17 +201,21 @@ class TransactionIndex:
             os.close(fd)
 
     def rename_to(self, path: Path) -> None:
-        try:
-            os.replace(self.path, path)
-        except FileNotFoundError:
-            pass
-        self.path = path
+        if not self._absent:
+            try:
+                os.replace(self._fspath, path)
+            except FileNotFoundError:
+                pass
+        self._fspath = os.fspath(path)
+        self._path = path
 
     def delete(self) -> None:
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        if not self._absent:    # recovery resets every recovered segment's: most have none
+            try:
+                os.unlink(self._fspath)
+            except FileNotFoundError:
+                pass
+        self._absent = True
         self._last_offset = None
         self._last_offset_loaded = True
         self._cache = []

@@ -709,3 +709,42 @@ def test_closed_log_refuses_work(tmp_path: Path) -> None:
     with pytest.raises(errors.LogError):
         lg.append_as_leader(batch(1), 0, T0)
     assert parse_header(batch(1)).records_count == 1
+
+
+def test_recovery_rewrites_indexes_in_place_and_trims_what_they_no_longer_hold(tmp_path: Path) -> None:
+    """Recovery leaves a segment's index files in place while it rebuilds them (no cut to
+    zero first): entries past the rebuilt ones are cut by the trim that ends it, so the files
+    are byte for byte those rebuilt from no index files at all."""
+    cfg = LogConfig(index_interval_bytes=0)     # an index entry per append after the first
+    path = tmp_path / "t-0"
+    lg = open_log(path, cfg)
+    ends = []
+    for i in range(6):
+        lg.append_as_leader(batch(2, ts=T0 + 10 * i), 0, T0)
+        ends.append(lg.active_segment.size)
+    lg.close()
+    assert offset_index_file(path, 0).stat().st_size == 5 * 8      # before the cut
+    assert time_index_file(path, 0).stat().st_size == 5 * 12
+    with open(log_file(path, 0), "r+b") as f:
+        f.truncate(ends[3] + 30)                # batches 5 and 6 gone, a torn one left
+    again = open_log(path, cfg, recovery_point=0)
+    assert again.log_end_offset == 8
+    assert again.active_segment.offset_index.entries == 3
+    assert again.fetch_offset_by_timestamp(T0 + 30) == (T0 + 30, 6)
+    assert again.max_timestamp_and_offset() == (T0 + 31, 7)
+    crash(again)                                # a crash right after the recovery: the same again
+    third = open_log(path, cfg, recovery_point=0)
+    assert (third.log_end_offset, third.active_segment.offset_index.entries) == (8, 3)
+    third.close()
+    recovered = {f: f(path, 0).read_bytes() for f in (offset_index_file, time_index_file)}
+    assert [len(b) for b in recovered.values()] == [3 * 8, 3 * 12]
+    for f in recovered:
+        f(path, 0).unlink()
+    open_log(path, cfg, recovery_point=0).close()
+    assert {f: f(path, 0).read_bytes() for f in recovered} == recovered
+    fourth = open_log(path, cfg, had_clean_shutdown=True)
+    assert fourth.fetch_offset_by_timestamp(T0 + 20) == (T0 + 20, 4)
+    assert fourth.append_as_leader(batch(1, ts=T0 + 99), 0, T0).first_offset == 8
+    assert fourth.max_timestamp_and_offset() == (T0 + 99, 8)
+    assert fourth.active_segment.offset_index.entries == 3   # none for the first append after a load
+    fourth.close()

@@ -283,3 +283,28 @@ def test_follower_folds_markers(tmp_path: Path) -> None:
     assert ongoing == {1: None, 2: None, 3: 4}
     leader.close()
     follower.close()
+
+
+def test_abort_after_a_clean_load_without_txn_index(tmp_path: Path) -> None:
+    """A clean load that listed no .txnindex never opens one; the first abort after it creates
+    the file, and every reader (the log, a reload, a crash recovery) sees its entry."""
+    d = tmp_path / "t-0"
+    lg = open_log(d)
+    produce(lg, txn(1, 0))
+    end(lg, 1, True)
+    lg.close()
+    assert not txn_index_file(d, 0).exists()
+    again = open_log(d, had_clean_shutdown=True)
+    assert again.collect_aborted_transactions(0, 10) == []
+    produce(again, txn(1, 2))
+    assert end(again, 1, False) == 5
+    assert again.collect_aborted_transactions(0, 6) == [AbortedTxn(1, 3, 5, 6)]
+    assert txn_index_file(d, 0).read_bytes() == struct.pack(">hqqqq", 0, 1, 3, 5, 6)
+    again.close()
+    third = open_log(d, had_clean_shutdown=True)
+    assert third.collect_aborted_transactions(0, 6) == [AbortedTxn(1, 3, 5, 6)]
+    third.close_handlers()                      # crash: recovered from 0, index rebuilt
+    fourth = open_log(d, recovery_point=0)
+    assert fourth.collect_aborted_transactions(0, 6) == [AbortedTxn(1, 3, 5, 6)]
+    assert txn_index_file(d, 0).read_bytes() == struct.pack(">hqqqq", 0, 1, 3, 5, 6)
+    fourth.close()
