@@ -332,6 +332,32 @@ def test_fresh_directory_starts_empty(tmp_path: Path) -> None:
     assert os.path.exists(tmp_path / "new" / FILE_NAME)
 
 
+def test_load_links_each_node_to_its_parent_by_path(tmp_path: Path) -> None:
+    """The file lists nodes by full path in any order; each is linked under its parent (children
+    in file order), and a node whose parent is not in the file stops the load with its path."""
+    def entry(zxid: int, data: str = "") -> dict:
+        return {"version": 0, "cversion": 0, "czxid": zxid, "mzxid": zxid, "pzxid": zxid,
+                "ctime": 0, "mtime": 0, "data": data}
+    nodes = {"/a/b/c": entry(4, "deep"), "/a": entry(1), "/a/b": entry(2), "/a/x": entry(3, "x"),
+             "/": entry(0)}
+    (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "zxid": 4, "nodes": nodes}))
+
+    async def main() -> None:
+        s = LocalZNodeStore(tmp_path)
+        await s.start()
+        assert await s.children("/") == ["a"]
+        assert await s.children("/a") == ["b", "x"]
+        assert (await s.get("/a/b/c"))[0] == b"deep" and (await s.get("/a/b/c"))[1].czxid == 4
+        assert (await s.get("/a/x"))[0] == b"x"
+        await s.close()
+
+        del nodes["/a/b"]
+        (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "zxid": 4, "nodes": nodes}))
+        with pytest.raises(StoreError, match="node /a/b/c has no parent in the file"):
+            await LocalZNodeStore(tmp_path).start()
+    run(main())
+
+
 def test_kafka_zk_client_controller_and_partition_state_semantics(tmp_path: Path) -> None:
     async def main() -> None:
         s = LocalZNodeStore(tmp_path)
