@@ -4,6 +4,7 @@ reload, and the one-time migration from kafkalite-metadata.json. KafkaZkClient o
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -532,3 +533,25 @@ def test_the_store_and_meta_properties_import_without_the_log_layer() -> None:
             "print(json.dumps(sorted(m for m in sys.modules if m == 'kafkalite.log' or m.startswith('kafkalite.log.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=6).map(lambda s: "/" + s.replace("/", "_")),
+                          st.lists(st.integers(0, 2**63 - 1), min_size=7, max_size=7),
+                          st.one_of(st.binary(max_size=8), st.text(max_size=8).map(str.encode))),
+                unique_by=lambda r: r[0], max_size=8),
+       st.integers(0, 2**40))
+def test_snapshot_text_is_the_json_of_the_document(rows: list, zxid: int) -> None:
+    """The file's text, formatted entry by entry, is what json.dumps makes of the whole document
+    (text data as a string, anything else in base64)."""
+    flat = [(p, *numbers, data) for p, numbers, data in rows]
+    doc_nodes = {}
+    for p, numbers, data in sorted(rows, key=lambda r: r[0]):
+        entry = dict(zip(["version", "cversion", "czxid", "mzxid", "pzxid", "ctime", "mtime"], numbers))
+        try:
+            entry["data"] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            entry["data_b64"] = base64.b64encode(data).decode()
+        doc_nodes[p] = entry
+    text = local_store_module._snapshot_text(flat, zxid)
+    assert text == json.dumps({"version": 1, "zxid": zxid, "nodes": doc_nodes}, separators=(",", ":"))
