@@ -111,7 +111,8 @@ def probe():
         time.sleep(0.001)
     frozen = gc.get_freeze_count()
     time.sleep(0.2)     # the ready line is printed right after the GC is back on
-    print(f"PROBE enabled={gc.isenabled()} frozen={frozen}", flush=True)
+    tools = sorted(m for m in sys.modules if m.startswith("kafkalite.tools.") and m != "kafkalite.tools.common")
+    print(f"PROBE enabled={gc.isenabled()} frozen={frozen} tools={tools}", flush=True)
     os.kill(os.getpid(), signal.SIGTERM)
 
 assert gc.isenabled()
@@ -123,13 +124,15 @@ sys.exit(main(["serve", "--override", "log.dirs=" + sys.argv[1],
 
 def test_serve_collects_garbage_again_once_ready(tmp_path: Path) -> None:
     """The cyclic GC is off during the start-up and on again when the broker is ready, with
-    what the start-up built frozen (moved out of the collector's generations)."""
+    what the start-up built frozen (moved out of the collector's generations); and `serve`
+    never imports the client tools' modules (test_every_sub_command_builds_its_parser_and_prints_its_usage
+    covers the other command lines)."""
     r = subprocess.run([sys.executable, "-c", _GC_PROBE, str(tmp_path / "logs")],
                        capture_output=True, text=True, timeout=90)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("kafkalite ready: broker 0 listening on PLAINTEXT://127.0.0.1:"), r.stdout
-    probe = re.fullmatch(r"PROBE enabled=True frozen=(\d+)", lines[1])
+    probe = re.fullmatch(r"PROBE enabled=True frozen=(\d+) tools=\[\]", lines[1])
     assert probe is not None, r.stdout
     # modules, classes and the broker's components: far more than an empty heap's few
     assert int(probe.group(1)) > 50_000
