@@ -484,6 +484,14 @@ async def tree(store: LocalZNodeStore, path: str = "/") -> dict:
     return out
 
 
+async def paths_of(store: LocalZNodeStore, path: str = "/") -> list[str]:
+    """Every node's path below `path`, sorted."""
+    out = [] if path == "/" else [path]
+    for child in await store.children(path):
+        out += await paths_of(store, f"{path.rstrip('/')}/{child}")
+    return sorted(out)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(write_ops, max_size=25))
 def test_reload_reproduces_the_persistent_tree(tmp_path: Path, ops: list) -> None:
@@ -512,7 +520,10 @@ def test_reload_reproduces_the_persistent_tree(tmp_path: Path, ops: list) -> Non
             except StoreError:
                 pass
         expected = await tree(s)
+        # the ephemerals the close deletes are kept with each write (no walk of the tree at close)
+        assert sorted(s._ephemerals) == [p for p in await paths_of(s) if (await s.exists(p)).ephemeral_owner]
         await s.close()
+        assert not s._ephemerals
         s2 = LocalZNodeStore(directory)
         await s2.start()
         reloaded = await tree(s2)

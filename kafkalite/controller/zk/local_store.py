@@ -129,6 +129,9 @@ class LocalZNodeStore(ZNodeStore):
         self._mutations = 0
         self._persisted = 0
         self._persist_task: Optional[asyncio.Task[None]] = None
+        # the session's ephemeral nodes (an ordered set), kept with every create and delete: the
+        # session's close deletes them without walking the tree (20,000 znodes at 10,000 partitions)
+        self._ephemerals: dict[str, None] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -159,7 +162,7 @@ class LocalZNodeStore(ZNodeStore):
         # the session ends: its ephemeral nodes go away; our own watches are gone with it
         self._closed = True
         txn = self._begin()
-        for path in self._ephemeral_paths():
+        for path in list(self._ephemerals):
             self._delete_node(txn, path, -1)
         if txn.undo:
             self._zxid = txn.zxid
@@ -257,10 +260,13 @@ class LocalZNodeStore(ZNodeStore):
         parent.children[name] = node
         parent.cversion += 1
         parent.pzxid = txn.zxid
+        if ephemeral:
+            self._ephemerals[path] = None
 
         def undo() -> None:
             del parent.children[name]
             parent.cversion, parent.pzxid = old
+            self._ephemerals.pop(path, None)
         txn.undo.append(undo)
         txn.data_events.append(path)
         txn.child_events += [path, parent_name]
@@ -293,10 +299,14 @@ class LocalZNodeStore(ZNodeStore):
         del parent.children[name]
         parent.cversion += 1
         parent.pzxid = txn.zxid
+        if node.ephemeral_owner:
+            self._ephemerals.pop(path, None)
 
         def undo() -> None:
             parent.children[name] = node
             parent.cversion, parent.pzxid = old
+            if node.ephemeral_owner:
+                self._ephemerals[path] = None
         txn.undo.append(undo)
         txn.data_events.append(path)
         txn.child_events += [path, parent_path(path)]
@@ -380,18 +390,6 @@ class LocalZNodeStore(ZNodeStore):
         results = self._write(run)
         await self._sync()
         return results  # type: ignore[return-value]
-
-    def _ephemeral_paths(self) -> list[str]:
-        out: list[str] = []
-        stack = [("", self._root)]
-        while stack:
-            p, n = stack.pop()
-            for name, child in n.children.items():
-                cp = f"{p}/{name}"
-                if child.ephemeral_owner:
-                    out.append(cp)
-                stack.append((cp, child))
-        return out
 
     # ---- watches ---------------------------------------------------------------------------
 
