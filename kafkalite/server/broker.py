@@ -113,6 +113,9 @@ class KafkaServer:
         self.producer_ids: Any = None
         self.admin_manager: Optional[ZkAdminManager] = None
         self._shutdown_done = False
+        # whether the shutdown unfreezes the GC's frozen objects (startup froze them for an
+        # in-process broker; `kafkalite serve` owns its process's GC and exits after the shutdown)
+        self._unfreeze_gc_at_shutdown = False
         # how late the loop runs callbacks (read by the metrics endpoint); started with the server
         self.event_loop_monitor = EventLoopMonitor()
         # kafkalite.metrics.prometheus.port: the Prometheus endpoint (None: off, nothing counted per request)
@@ -222,6 +225,7 @@ class KafkaServer:
             if gc_was_enabled:
                 gc.enable()
         gc.freeze()
+        self._unfreeze_gc_at_shutdown = gc_was_enabled
         # From here on the logs' fsyncs run in the log manager's thread pool.
         self.log_manager.start_flusher()
 
@@ -576,7 +580,8 @@ class KafkaServer:
         if self.log_manager is not None:
             await self.log_manager.stop_flusher()
             await asyncio.to_thread(self.log_manager.shutdown)
-            gc.unfreeze()   # frozen after the log load (startup)
+            if self._unfreeze_gc_at_shutdown:
+                gc.unfreeze()   # frozen after the log load (startup)
         if self.kafka_controller is not None:
             await self.kafka_controller.shutdown()
         if self.config_manager is not None:
