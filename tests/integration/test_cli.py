@@ -106,6 +106,45 @@ def test_sigterm_and_sigint_shut_down_cleanly(tmp_path: Path) -> None:
         b.close()
 
 
+
+_GC_PROBE = """
+import gc, os, signal, sys, threading, time
+from kafkalite.cli import main
+
+def probe():
+    deadline = time.monotonic() + 60
+    while gc.isenabled() and time.monotonic() < deadline:   # `serve` turns it off first
+        time.sleep(0.0005)
+    while not gc.isenabled() and time.monotonic() < deadline:   # off for the whole start-up
+        time.sleep(0.001)
+    frozen = gc.get_freeze_count()
+    time.sleep(0.2)     # the ready line is printed right after the GC is back on
+    tools = sorted(m for m in sys.modules if m.startswith("kafkalite.tools.") and m != "kafkalite.tools.common")
+    print(f"PROBE enabled={gc.isenabled()} frozen={frozen} tools={tools}", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+assert gc.isenabled()
+threading.Thread(target=probe, daemon=True).start()
+sys.exit(main(["serve", "--override", "log.dirs=" + sys.argv[1],
+               "--override", "listeners=PLAINTEXT://127.0.0.1:0"]))
+"""
+
+
+def test_serve_collects_garbage_again_once_ready(tmp_path: Path) -> None:
+    """The cyclic GC is off during the start-up and on again when the broker is ready, with
+    what the start-up built frozen (moved out of the collector's generations); and `serve`
+    never imports the client tools' modules (test_every_sub_command_builds_its_parser_and_prints_its_usage
+    covers the other command lines)."""
+    r = subprocess.run([sys.executable, "-c", _GC_PROBE, str(tmp_path / "logs")],
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("kafkalite ready: broker 0 listening on PLAINTEXT://127.0.0.1:"), r.stdout
+    probe = re.fullmatch(r"PROBE enabled=True frozen=(\d+) tools=\[\]", lines[1])
+    assert probe is not None, r.stdout
+    # modules, classes and the broker's components: far more than an empty heap's few
+    assert int(probe.group(1)) > 50_000
+    assert "shut down cleanly" in r.stderr
 def test_in_flight_long_poll_is_answered_on_sigterm(tmp_path: Path) -> None:
     """A fetch waiting in purgatory (max_wait 30 s) is answered at shutdown, not dropped."""
     import time

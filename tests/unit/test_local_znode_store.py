@@ -4,6 +4,7 @@ reload, and the one-time migration from kafkalite-metadata.json. KafkaZkClient o
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -332,6 +333,32 @@ def test_fresh_directory_starts_empty(tmp_path: Path) -> None:
     assert os.path.exists(tmp_path / "new" / FILE_NAME)
 
 
+def test_load_links_each_node_to_its_parent_by_path(tmp_path: Path) -> None:
+    """The file lists nodes by full path in any order; each is linked under its parent (children
+    in file order), and a node whose parent is not in the file stops the load with its path."""
+    def entry(zxid: int, data: str = "") -> dict:
+        return {"version": 0, "cversion": 0, "czxid": zxid, "mzxid": zxid, "pzxid": zxid,
+                "ctime": 0, "mtime": 0, "data": data}
+    nodes = {"/a/b/c": entry(4, "deep"), "/a": entry(1), "/a/b": entry(2), "/a/x": entry(3, "x"),
+             "/": entry(0)}
+    (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "zxid": 4, "nodes": nodes}))
+
+    async def main() -> None:
+        s = LocalZNodeStore(tmp_path)
+        await s.start()
+        assert await s.children("/") == ["a"]
+        assert await s.children("/a") == ["b", "x"]
+        assert (await s.get("/a/b/c"))[0] == b"deep" and (await s.get("/a/b/c"))[1].czxid == 4
+        assert (await s.get("/a/x"))[0] == b"x"
+        await s.close()
+
+        del nodes["/a/b"]
+        (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "zxid": 4, "nodes": nodes}))
+        with pytest.raises(StoreError, match="node /a/b/c has no parent in the file"):
+            await LocalZNodeStore(tmp_path).start()
+    run(main())
+
+
 def test_kafka_zk_client_controller_and_partition_state_semantics(tmp_path: Path) -> None:
     async def main() -> None:
         s = LocalZNodeStore(tmp_path)
@@ -460,6 +487,14 @@ async def tree(store: LocalZNodeStore, path: str = "/") -> dict:
     return out
 
 
+async def paths_of(store: LocalZNodeStore, path: str = "/") -> list[str]:
+    """Every node's path below `path`, sorted."""
+    out = [] if path == "/" else [path]
+    for child in await store.children(path):
+        out += await paths_of(store, f"{path.rstrip('/')}/{child}")
+    return sorted(out)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(write_ops, max_size=25))
 def test_reload_reproduces_the_persistent_tree(tmp_path: Path, ops: list) -> None:
@@ -488,7 +523,10 @@ def test_reload_reproduces_the_persistent_tree(tmp_path: Path, ops: list) -> Non
             except StoreError:
                 pass
         expected = await tree(s)
+        # the ephemerals the close deletes are kept with each write (no walk of the tree at close)
+        assert sorted(s._ephemerals) == [p for p in await paths_of(s) if (await s.exists(p)).ephemeral_owner]
         await s.close()
+        assert not s._ephemerals
         s2 = LocalZNodeStore(directory)
         await s2.start()
         reloaded = await tree(s2)
@@ -509,3 +547,25 @@ def test_the_store_and_meta_properties_import_without_the_log_layer() -> None:
             "print(json.dumps(sorted(m for m in sys.modules if m == 'kafkalite.log' or m.startswith('kafkalite.log.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=6).map(lambda s: "/" + s.replace("/", "_")),
+                          st.lists(st.integers(0, 2**63 - 1), min_size=7, max_size=7),
+                          st.one_of(st.binary(max_size=8), st.text(max_size=8).map(str.encode))),
+                unique_by=lambda r: r[0], max_size=8),
+       st.integers(0, 2**40))
+def test_snapshot_text_is_the_json_of_the_document(rows: list, zxid: int) -> None:
+    """The file's text, formatted entry by entry, is what json.dumps makes of the whole document
+    (text data as a string, anything else in base64)."""
+    flat = [(p, *numbers, data) for p, numbers, data in rows]
+    doc_nodes = {}
+    for p, numbers, data in sorted(rows, key=lambda r: r[0]):
+        entry = dict(zip(["version", "cversion", "czxid", "mzxid", "pzxid", "ctime", "mtime"], numbers))
+        try:
+            entry["data"] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            entry["data_b64"] = base64.b64encode(data).decode()
+        doc_nodes[p] = entry
+    text = local_store_module._snapshot_text(flat, zxid)
+    assert text == json.dumps({"version": 1, "zxid": zxid, "nodes": doc_nodes}, separators=(",", ":"))
