@@ -215,6 +215,13 @@ def _run(args: argparse.Namespace) -> int:
             consumer.subscribe(pattern=args.include_pattern.pattern)
         elif args.group:
             consumer.subscribe([args.topic])
+            # The subscribed topic's metadata before the group's first join (a fetch, as the
+            # topic is not cached yet): otherwise the leader assigns from a metadata snapshot
+            # without it and rejoins at once, and that rejoin meets kafka-python 3.0.12 races:
+            # a poll whose timer expires as the SyncGroup completes leaves the join's result
+            # unconsumed (assignment never applied, heartbeats off) while need_rejoin() reads
+            # False, and a close during it cannot commit (seen under load in ~1 of 20 runs).
+            consumer.partitions_for_topic(args.topic)
         else:
             _assign(consumer, args)
         processed = _loop(consumer, args, stop)

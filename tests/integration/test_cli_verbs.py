@@ -286,6 +286,29 @@ def test_consumer_config_group_and_offset_reset(bs: str, admin: KafkaAdminClient
     assert committed(admin, g) == {(t, 0): 3}
 
 
+def test_consumer_group_gets_its_partitions_at_the_first_join(tmp_path: Path) -> None:
+    """The tool fetches the subscribed topic's metadata before the group's first join, so the
+    leader assigns the partition at generation 1 and does not rejoin at once: that rejoin runs
+    into a kafka-python 3.0.12 race (a consumer left idle with its assignment never applied, or a
+    close that cannot commit). Without the fetch the rejoin happens only when the join outruns the
+    subscription's metadata request (under load, ~1 run in 20): this guards the outcome, the
+    stress loop in the commit that added it showed the difference."""
+    from tests.integration.test_cli_tools import BROKER_OVERRIDES
+    with BrokerProcess(overrides=BROKER_OVERRIDES) as b:
+        bs = b.bootstrap_servers
+        t, g = unique("verbs-first-join"), unique("verbs-g")
+        assert run_tool(bs, "topics", "--create", "--topic", t).rc == 0
+        produce(bs, t, [b"a", b"b"])
+        assert run_tool(bs, "console-consumer", "--group", g, "--topic", t, "--from-beginning",
+                        "--max-messages", "2") == Run(0, "a\nb\n", "Processed a total of 2 messages\n")
+        wait_until(lambda: any(f"Group {g} with generation" in line for line in b.stderr_lines), 10)
+        group_lines = [line for line in b.stderr_lines if f" group {g} " in line or f"Group {g} " in line]
+        assert [re.sub(r" \(__consumer_offsets-\d+\)", "", line.split(": ", 1)[1]) for line in group_lines
+                if "Stabilized" in line or "is now empty" in line] == [
+            f"Stabilized group {g} generation 1 with 1 members",
+            f"Group {g} with generation 2 is now empty"]
+
+
 # ============================================================================================
 # Regex topics
 # ============================================================================================
