@@ -36,9 +36,9 @@ from kafkalite.log.producer_state import (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORI
 from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader,
                                         parse_end_txn_marker, parse_header, set_max_timestamp,
                                         split_batches, stamped_header, validate_batch)
-from kafkalite.log.producer_snapshot import (CorruptSnapshotError, encode_snapshot, list_snapshots,
-                                             snapshots_among,
-                                             read_snapshot, rename_if_same, snapshot_file,
+from kafkalite.log.producer_snapshot import (CorruptSnapshotError, decode_snapshot, encode_snapshot,
+                                             list_snapshots, read_snapshot_data, rename_if_same,
+                                             rename_snapshot, snapshot_file, snapshots_among,
                                              write_snapshot_data)
 from kafkalite.log.transaction_index import AbortedTxn
 from kafkalite.log.log_offset_metadata import LogOffsetMetadata
@@ -210,6 +210,10 @@ class Log:
         self.producer_state = ProducerStateManager()
         # Offset of the newest producer-state snapshot written or loaded (-1: none).
         self._last_snapshot_offset = -1
+        # The bytes of the snapshot at _last_snapshot_offset, when this log read or wrote them and
+        # they are small (None otherwise): a close whose producer state is unchanged renames that
+        # file without reading it again (10,000 logs: ~0.4 s of a shutdown's reads).
+        self._last_snapshot_data: bytes | None = None
         # Files written without fsync (snapshots at roll, partition.metadata): the next flush
         # job syncs them.
         self._unsynced_files: list[Path] = []
@@ -313,9 +317,11 @@ class Log:
         limit = min([end, *rebuild_txn_index])
         psm = ProducerStateManager()
         start = -1
+        start_data = b""
         for off in sorted((o for o in snapshots if o <= limit), reverse=True):
             try:
-                entries = read_snapshot(snapshots[off])
+                start_data = read_snapshot_data(snapshots[off])
+                entries = decode_snapshot(start_data)
             except CorruptSnapshotError as e:
                 log.warning("%s: deleting unusable producer snapshot %s: %s", self.name,
                             snapshots[off].name, e)
@@ -326,6 +332,8 @@ class Log:
             start = off
             break
         self._last_snapshot_offset = max(snapshots, default=-1)   # those left above: at most end
+        self._last_snapshot_data = _kept_snapshot_data(start_data) \
+            if start >= 0 and start == self._last_snapshot_offset else None
         psm.map_end_offset = max(start, 0)
         for i, seg in enumerate(self._segments):
             seg_end = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else end
@@ -362,7 +370,7 @@ class Log:
         last = self._last_snapshot_offset
         old = snapshot_file(self.dir, last)
         if reuse_unchanged and last > self._segments[-1].base_offset \
-                and rename_if_same(old, path, data):
+                and self._rename_if_same(old, path, data):
             if old in self._unsynced_files:
                 self._unsynced_files.remove(old)
             if sync:
@@ -373,6 +381,17 @@ class Log:
         if not sync:
             self._unsynced_files.append(path)
         self._last_snapshot_offset = offset
+        self._last_snapshot_data = _kept_snapshot_data(data)
+        return True
+
+    def _rename_if_same(self, old: Path, new: Path, data: bytes) -> bool:
+        """:func:`rename_if_same`, without reading ``old`` when this log knows its bytes."""
+        known = self._last_snapshot_data
+        if known is None:
+            return rename_if_same(old, new, data)
+        if known != data:
+            return False
+        rename_snapshot(old, new)
         return True
 
     def producer_snapshot_offsets(self) -> list[int]:
@@ -382,7 +401,10 @@ class Log:
         for off, path in list_snapshots(self.dir).items():
             if predicate(off):
                 path.unlink(missing_ok=True)
-        self._last_snapshot_offset = max(list_snapshots(self.dir), default=-1)
+        newest = max(list_snapshots(self.dir), default=-1)
+        if newest != self._last_snapshot_offset:
+            self._last_snapshot_data = None
+        self._last_snapshot_offset = newest
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -1204,6 +1226,15 @@ class Log:
 
 
 # -- loading helpers --------------------------------------------------------------------------
+
+# A log keeps its newest snapshot's bytes up to this size: a state of ~20 producers; an empty one
+# is 10 bytes (10,000 idle logs: ~0.5 MB).
+_KEPT_SNAPSHOT_BYTES = 1024
+
+
+def _kept_snapshot_data(data: bytes) -> bytes | None:
+    return data if len(data) <= _KEPT_SNAPSHOT_BYTES else None
+
 
 def _producer_batches(seg: LogSegment, end: int
                       ) -> tuple[list[BatchHeader], dict[int, EndTxnMarker]]:

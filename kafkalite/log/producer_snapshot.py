@@ -117,12 +117,16 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     return out
 
 
-def read_snapshot(path: Path) -> list[ProducerStateEntry]:
+def read_snapshot_data(path: Path) -> bytes:
+    """A snapshot file's bytes, not yet decoded (:func:`decode_snapshot`)."""
     try:
-        data = read_small_file(path)
+        return read_small_file(path)
     except OSError as e:
         raise CorruptSnapshotError(f"Cannot read snapshot {path}: {e}") from e
-    return decode_snapshot(data)
+
+
+def read_snapshot(path: Path) -> list[ProducerStateEntry]:
+    return decode_snapshot(read_snapshot_data(path))
 
 
 def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry], *, sync: bool = True) -> None:
@@ -141,6 +145,15 @@ def write_snapshot_data(path: Path, data: bytes, *, sync: bool = True) -> None:
         raise KafkaStorageError(f"I/O error writing producer snapshot {path}: {e}") from e
 
 
+def rename_snapshot(old: Path, new: Path) -> None:
+    """Rename the snapshot ``old`` to ``new`` (atomic: a crash leaves either name, each true for
+    its offset when ``old`` holds the state at ``new``'s offset too)."""
+    try:
+        os.replace(old, new)
+    except OSError as e:
+        raise KafkaStorageError(f"I/O error renaming producer snapshot {old} to {new}: {e}") from e
+
+
 def rename_if_same(old: Path, new: Path, data: bytes) -> bool:
     """Rename the snapshot ``old`` to ``new`` when it holds exactly ``data`` (the encoded state at
     ``new``'s offset): the file a write would create, without allocating an inode (0.2-1 ms per
@@ -148,17 +161,14 @@ def rename_if_same(old: Path, new: Path, data: bytes) -> bool:
     rename is atomic: a crash leaves either name, each true for its offset. False, with nothing
     changed, when ``old`` differs or cannot be read."""
     try:
-        if old.read_bytes() != data:
+        if read_small_file(old) != data:
             return False
     except OSError:
         return False
-    try:
-        os.replace(old, new)
-    except OSError as e:
-        raise KafkaStorageError(f"I/O error renaming producer snapshot {old} to {new}: {e}") from e
+    rename_snapshot(old, new)
     return True
 
 
 __all__ = ["SNAPSHOT_SUFFIX", "CorruptSnapshotError", "snapshot_file", "list_snapshots", "snapshots_among",
-           "encode_snapshot", "decode_snapshot", "read_snapshot", "write_snapshot",
-           "write_snapshot_data", "rename_if_same"]
+           "encode_snapshot", "decode_snapshot", "read_snapshot", "read_snapshot_data", "write_snapshot",
+           "write_snapshot_data", "rename_if_same", "rename_snapshot"]

@@ -145,6 +145,46 @@ def test_close_without_sync_follows_the_same_rule_and_counts_everything_flushed(
     lg.close()
 
 
+def test_close_renames_without_reading_the_snapshot_it_loaded_or_wrote(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes of the newest snapshot, read by the load or written by this log, decide the
+    rename at close; the file is not read again (a shutdown of 10,000 logs did 10,000 reads).
+    Once a truncation has removed that snapshot the log knows no bytes and reads again."""
+    from kafkalite.log import producer_snapshot
+    lg = open_log(tmp_path / "t-0")
+    lg.append_as_leader(data(1, 0), 0, T0)                                  # 0-1
+    lg.close()
+    written = snapshot_file(lg.dir, 2).read_bytes()
+    reads: list[str] = []
+    real_read = producer_snapshot.read_small_file
+
+    def counting_read(path):  # type: ignore[no-untyped-def]
+        reads.append(str(path))
+        return real_read(path)
+    monkeypatch.setattr(producer_snapshot, "read_small_file", counting_read)
+    lg = open_log(lg.dir, had_clean_shutdown=True)
+    assert reads == [str(snapshot_file(lg.dir, 2))]                         # the load's read
+    lg.append_as_leader(build_batch([(None, b"v", T0)]), 0, T0)            # 2
+    lg.close()
+    assert reads == [str(snapshot_file(lg.dir, 2))]                         # none at close
+    assert list(list_snapshots(lg.dir)) == [3] and snapshot_file(lg.dir, 3).read_bytes() == written
+    # Written by this log (a changed state), then renamed by the next close without a read.
+    lg = open_log(lg.dir, had_clean_shutdown=True)
+    lg.append_as_leader(data(1, 2), 0, T0)                                  # 3-4
+    lg.take_producer_snapshot()                                             # at 5, as a close would
+    lg.append_as_leader(build_batch([(None, b"v", T0)]), 0, T0)            # 5
+    reads.clear()
+    lg.close()
+    assert reads == [] and list(list_snapshots(lg.dir)) == [3, 6]
+    assert decode_snapshot(snapshot_file(lg.dir, 6).read_bytes())[0].last_seq == 3
+    # A truncation below the newest snapshot: the log reloads an older one and knows its bytes
+    # again only from that read.
+    lg = open_log(lg.dir, had_clean_shutdown=True)
+    assert lg.truncate_to(4)
+    assert list(list_snapshots(lg.dir)) == [3]
+    lg.close()
+
+
 def test_close_never_renames_the_snapshot_taken_at_a_roll(tmp_path: Path) -> None:
     size = len(build_batch([(None, b"v", T0)]))
     lg = open_log(tmp_path / "t-0", LogConfig(segment_bytes=size * 2))
