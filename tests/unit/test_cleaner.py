@@ -682,12 +682,20 @@ def test_shutdown_stops_a_round_and_leaves_no_cleaned_files(tmp_path, monkeypatc
     lm.shutdown()
 
 
-def test_background_loop_cleans_and_replaced_segments_are_deleted_after_the_delay(tmp_path):
-    config = cfg(file_delete_delay_ms=200)
+def rolled_log_to_clean(tmp_path: Path, file_delete_delay_ms: int
+                        ) -> tuple[LogManager, Log, list[tuple[int, bytes, bytes]]]:
+    """t-0 of a new manager: 200 updates over 5 keys in segments rolled, so the cleaner
+    (:func:`cleaned_with_segment_deleter`) has every one of them to clean."""
+    config = cfg(file_delete_delay_ms=file_delete_delay_ms)
     lm = new_manager(tmp_path, config)
     lg = lm.get_or_create_log("t", 0, config)
     history = fill(lg, keys=5, updates=200)
     lg.roll()
+    return lm, lg, history
+
+
+def test_background_loop_cleans_and_replaced_segments_are_deleted_after_the_delay(tmp_path):
+    lm, lg, history = rolled_log_to_clean(tmp_path, file_delete_delay_ms=200)
 
     async def scenario():
         async with cleaned_with_segment_deleter(lm):
@@ -898,11 +906,7 @@ def test_replaced_segments_waiting_at_shutdown_are_removed_by_the_next_start(tmp
     """As Kafka's scheduler drops its pending delete-file tasks at shutdown, the cleaner's
     replaced segments still waiting for file.delete.delay.ms stay as ``.deleted`` files, which
     the next start removes; the log reads the cleaned records."""
-    config = cfg(file_delete_delay_ms=600_000)
-    lm = new_manager(tmp_path, config)
-    lg = lm.get_or_create_log("t", 0, config)
-    history = fill(lg, keys=5, updates=200)
-    lg.roll()
+    lm, lg, history = rolled_log_to_clean(tmp_path, file_delete_delay_ms=600_000)
 
     async def scenario():
         async with cleaned_with_segment_deleter(lm):
@@ -911,7 +915,7 @@ def test_replaced_segments_waiting_at_shutdown_are_removed_by_the_next_start(tmp
     run(scenario())
     assert [f for f in segment_files(lg.dir) if f.endswith(".deleted")]
     lm.shutdown()
-    again = new_manager(tmp_path, config)
+    again = new_manager(tmp_path, lg.config)
     reopened = again.get_log(("t", 0))
     assert not [f for f in segment_files(reopened.dir) if f.endswith(".deleted")]
     assert read_records(reopened) == latest_per_key(history)
