@@ -15,7 +15,7 @@ import ctypes.util
 import os
 from pathlib import Path
 
-__all__ = ["atomic_write", "fsync_dir", "fsync_file", "syncfs"]
+__all__ = ["NamedFile", "atomic_write", "fsync_dir", "fsync_file", "syncfs"]
 
 
 def _fsync_path(path: Path, flags: int) -> None:
@@ -83,3 +83,22 @@ def syncfs(path: Path) -> None:
             raise OSError(err, f"syncfs({path}): {os.strerror(err)}")
     finally:
         os.close(fd)
+
+
+class NamedFile:
+    """A file known by its name as a string, for the system calls, and by a Path made only when
+    asked for: a start-up opens thousands of segments' index files, and each Path costs more
+    than the system calls made with it."""
+
+    _fspath: str
+    _path: Path | None
+
+    def _set_file_name(self, path: Path | str) -> None:
+        self._fspath = os.fspath(path)
+        self._path = path if isinstance(path, Path) else None
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(self._fspath)
+        return self._path

@@ -27,6 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
+from kafkalite.fileio import NamedFile
 from kafkalite.log.errors import CorruptIndexError, KafkaStorageError
 
 # Disk blocks are reserved ahead of the append position one block at a time: writing into a
@@ -108,17 +109,14 @@ def _unmap_retired_locked() -> None:
         _retired[:] = [m for m in _retired if not m._try_unmap()]
 
 
-class AbstractIndex:
+class AbstractIndex(NamedFile):
     ENTRY: struct.Struct  # set by subclasses
     entry_size: int
 
     def __init__(self, path: Path | str, base_offset: int, max_index_size: int) -> None:
         if max_index_size < self.entry_size:
             raise ValueError(f"Invalid max index size: {max_index_size}")
-        # The file's name as a string for the system calls; its Path only when asked for (a
-        # start-up opens thousands of segments, and each Path costs more than its system calls)
-        self._fspath = os.fspath(path)
-        self._path: Path | None = path if isinstance(path, Path) else None
+        self._set_file_name(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._map: FileMapping | None = None
@@ -140,12 +138,6 @@ class AbstractIndex:
         # The file holds bytes past its valid entries (a reset that left them in place, see
         # ``reset``): the next trim cuts them.
         self._stale_tail = False
-
-    @property
-    def path(self) -> Path:
-        if self._path is None:
-            self._path = Path(self._fspath)
-        return self._path
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _load(self, reserve_entries: int = 0) -> None:
@@ -426,8 +418,7 @@ class AbstractIndex:
     def rename_to(self, path: Path) -> None:
         if os.path.exists(self._fspath):
             os.replace(self._fspath, path)
-        self._fspath = os.fspath(path)
-        self._path = path
+        self._set_file_name(path)
 
     # -- entries -----------------------------------------------------------------------------
     @property

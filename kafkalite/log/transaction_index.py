@@ -21,6 +21,7 @@ import struct
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+from kafkalite.fileio import NamedFile
 from kafkalite.log.errors import CorruptIndexError, KafkaStorageError
 
 ABORTED_TXN_VERSION = 0
@@ -64,13 +65,11 @@ def decode_entries(data: bytes, path: Path | str = "") -> list[AbortedTxn]:
     return out
 
 
-class TransactionIndex:
+class TransactionIndex(NamedFile):
     def __init__(self, path: Path | str, start_offset: int, *, absent: bool = False) -> None:
         """``absent``: the caller knows the file does not exist (a load that listed the
         directory), so reading it needs no system call until an append creates it."""
-        # a string for the system calls, the Path only when asked for (as AbstractIndex)
-        self._fspath = os.fspath(path)
-        self._path: Path | None = path if isinstance(path, Path) else None
+        self._set_file_name(path)
         self._absent = absent
         self.start_offset = start_offset
         self._last_offset: int | None = None
@@ -81,12 +80,6 @@ class TransactionIndex:
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self.path.name})"
-
-    @property
-    def path(self) -> Path:
-        if self._path is None:
-            self._path = Path(self._fspath)
-        return self._path
 
     # -- reading -------------------------------------------------------------------------------
     def _read_all(self) -> bytes:
@@ -206,8 +199,7 @@ class TransactionIndex:
                 os.replace(self._fspath, path)
             except FileNotFoundError:
                 pass
-        self._fspath = os.fspath(path)
-        self._path = path
+        self._set_file_name(path)
 
     def delete(self) -> None:
         if not self._absent:    # recovery resets every recovered segment's: most have none
