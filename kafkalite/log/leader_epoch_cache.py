@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
-from kafkalite.log.checkpoint import CheckpointError, atomic_write, fsync_dir
+from kafkalite.log.checkpoint import CheckpointError, atomic_write, fsync_dir, read_small_file
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -44,19 +44,6 @@ def parse_epoch_checkpoint(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def _read_file(path: Path) -> bytes:
-    """The file's bytes with plain system calls: a restart reads 10,000 of these few-byte files,
-    and Path.read_text's text-file setup costs twice the reading."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 class LeaderEpochCache:
     """Entries (epoch, start offset), both strictly increasing."""
 
@@ -73,7 +60,7 @@ class LeaderEpochCache:
         """The checkpointed cache, or None when there is no (readable) checkpoint to trust."""
         path = partition_dir / FILE_NAME
         try:
-            return cls(path, parse_epoch_checkpoint(_read_file(path).decode()))
+            return cls(path, parse_epoch_checkpoint(read_small_file(path).decode()))
         except (OSError, ValueError):
             return None
 
