@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from kafka.protocol.api_message import ApiMessage
 
@@ -175,10 +175,9 @@ class ControllerBrokerRequestBatch:
             per = self.leader_and_isr.setdefault(b, {})
             old = per.get(tp)
             per[tp] = (leadership, assignment, is_new or (old is not None and old[2]))
-        # add_update_metadata_request_for_brokers(live or shutting down brokers, {tp}), inlined:
-        # a failover calls this once per partition
-        self.update_metadata_brokers.update(self.context.live_broker_epochs)
-        self.update_metadata_partitions.add(tp)
+        # the live or shutting-down brokers straight from the epochs' keys (no set, no sort): a
+        # failover calls this once per partition
+        self.add_update_metadata_request_for_brokers(self.context.live_broker_epochs, (tp,))
 
     def add_stop_replica_request_for_brokers(self, broker_ids: list[int], tp: TopicPartition, delete: bool) -> None:
         if self.context.is_topic_queued_for_deletion(tp.topic):
@@ -193,8 +192,8 @@ class ControllerBrokerRequestBatch:
             old = per.get(tp)
             per[tp] = _StopReplicaState(epoch, delete or (old is not None and old.delete))
 
-    def add_update_metadata_request_for_brokers(self, broker_ids: list[int],
-                                                partitions: Optional[set[TopicPartition]] = None) -> None:
+    def add_update_metadata_request_for_brokers(self, broker_ids: Iterable[int],
+                                                partitions: Optional[Iterable[TopicPartition]] = None) -> None:
         """`partitions` None means every partition the controller knows (a full update)."""
         self.update_metadata_brokers.update(b for b in broker_ids if b >= 0)
         if partitions is None:
