@@ -206,39 +206,43 @@ def test_persistence_file_reload_and_zxid_growth(tmp_path: Path) -> None:
     run(main())
 
 
-def test_group_commit_shares_persists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_group_commit_shares_appends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
-    writes: list[int] = []
+    appends: list[list[int]] = []       # the zxids in each appended record
     writing = threading.Event()
     release = threading.Event()
-    original = local_store_module.atomic_write
+    original = local_store_module._log_append
 
-    def slow_counting(path: Path, data: bytes) -> None:
-        writes.append(len(json.loads(data)["nodes"]))
+    def slow_counting(fd: int, data: bytes) -> None:
+        records, valid = local_store_module.decode_log(data)
+        assert valid == len(data) and len(records) == 1
+        appends.append([txn[0] for txn in records[0][1]])
         writing.set()
         release.wait(10)
-        original(path, data)
+        original(fd, data)
 
     async def main() -> None:
         s = LocalZNodeStore(tmp_path)
         await s.start()
-        monkeypatch.setattr(local_store_module, "atomic_write", slow_counting)
-        # writes issued together share one persist
+        monkeypatch.setattr(local_store_module, "_log_append", slow_counting)
+        # writes issued together share one append: one record, ten transactions
         release.set()
         await asyncio.gather(*(s.create(f"/a{i}") for i in range(10)))
-        assert writes == [11]
+        assert appends == [list(range(1, 11))]
         release.clear()
         writing.clear()
-        writes.clear()
+        appends.clear()
         first = asyncio.create_task(s.create("/first"))
-        await asyncio.to_thread(writing.wait, 10)          # its persist is running
+        await asyncio.to_thread(writing.wait, 10)          # its append is running
         later = [asyncio.create_task(s.create(f"/n{i}")) for i in range(49)]
         await asyncio.sleep(0.05)
         assert not first.done() and not any(t.done() for t in later)
         release.set()
         await asyncio.gather(first, *later)
-        # the first persist ran alone, the 49 writes made meanwhile shared the next one
-        assert writes == [12, 61]
+        # the first append ran alone, the 49 writes made meanwhile shared the next one
+        assert appends == [[11], list(range(12, 61))]
+        # the snapshot was not rewritten by any of them (the log is below the bound)
+        assert json.loads((tmp_path / FILE_NAME).read_text())["zxid"] == 0
         await s.close()
         s2 = LocalZNodeStore(tmp_path)
         await s2.start()
@@ -247,16 +251,29 @@ def test_group_commit_shares_persists(tmp_path: Path, monkeypatch: pytest.Monkey
     run(main())
 
 
-def test_failed_persist_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_append_is_reported_and_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = local_store_module._log_append
+
+    def failing(fd: int, data: bytes) -> None:
+        os.write(fd, data[:7])            # part of the record reached the file
+        raise OSError(28, "No space left on device")
+
     async def main() -> None:
         s = LocalZNodeStore(tmp_path)
         await s.start()
-
-        def failing(path: Path, data: bytes) -> None:
-            raise OSError(28, "No space left on device")
-        monkeypatch.setattr(local_store_module, "atomic_write", failing)
-        with pytest.raises(StoreError, match="No space left on device"):
-            await s.create("/x")
+        await s.create("/before", b"b")
+        monkeypatch.setattr(local_store_module, "_log_append", failing)
+        with pytest.raises(StoreError, match="kafkalite-zk.log: .*No space left on device"):
+            await s.create("/x", b"x")
+        monkeypatch.setattr(local_store_module, "_log_append", original)
+        # the next write's append cuts the partial record off and writes both transactions
+        await s.create("/y", b"y")
+        expected = dump_tree(s)
+        s2 = LocalZNodeStore(tmp_path)
+        s2._load()
+        s2._close_log()
+        assert dump_tree(s2) == expected and s2._zxid == s._zxid == 3
+        await s.close()
     run(main())
 
 
@@ -471,72 +488,277 @@ write_ops = st.one_of(
     st.tuples(st.just("create"), node_paths, st.binary(max_size=8), st.booleans(), st.booleans()),
     st.tuples(st.just("set"), node_paths, st.binary(max_size=8), st.sampled_from([-1, 0, 1, 2])),
     st.tuples(st.just("delete"), node_paths, st.sampled_from([-1, 0, 1])),
-    st.tuples(st.just("multi"), st.lists(st.tuples(st.sampled_from(["c", "s", "d", "k"]), node_paths),
+    st.tuples(st.just("multi"), st.lists(st.tuples(st.sampled_from(["c", "e", "s", "d", "k"]), node_paths),
                                          min_size=1, max_size=4)),
 )
 
 
-async def tree(store: LocalZNodeStore, path: str = "/") -> dict:
-    """Every non-ephemeral node's data and stat below `path`."""
+def dump_tree(store: LocalZNodeStore) -> tuple[int, dict]:
+    """The store's zxid and every node (ephemerals included) with its data, every stat field and
+    its children, read from the tree itself (also after close)."""
     out = {}
-    data, stat = await store.get(path)
-    if not stat.ephemeral_owner:
-        out[path] = (data, stat.version, stat.cversion, stat.czxid, stat.mzxid)
-    for child in sorted(await store.children(path)):
-        out.update(await tree(store, f"{path.rstrip('/')}/{child}"))
-    return out
+    stack = [("/", store._root)]
+    while stack:
+        path, node = stack.pop()
+        out[path] = (node.data, node.version, node.cversion, node.czxid, node.mzxid, node.pzxid,
+                     node.ctime, node.mtime, node.ephemeral_owner, sorted(node.children))
+        stack += [(f"{path.rstrip('/')}/{name}", child) for name, child in node.children.items()]
+    return store._zxid, out
 
 
-async def paths_of(store: LocalZNodeStore, path: str = "/") -> list[str]:
-    """Every node's path below `path`, sorted."""
-    out = [] if path == "/" else [path]
-    for child in await store.children(path):
-        out += await paths_of(store, f"{path.rstrip('/')}/{child}")
-    return sorted(out)
+def loaded_tree(directory: Path) -> tuple[int, dict]:
+    """What a start would load from `directory` (snapshot + log), before the start expires the
+    ephemerals of a session that did not close."""
+    s = LocalZNodeStore(directory)
+    try:
+        s._load()
+    finally:
+        s._close_log()
+    return dump_tree(s)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(write_ops, max_size=25))
-def test_reload_reproduces_the_persistent_tree(tmp_path: Path, ops: list) -> None:
+async def apply_op(s: LocalZNodeStore, op: tuple) -> None:
+    try:
+        if op[0] == "create":
+            await s.create(op[1], op[2], ephemeral=op[3], sequential=op[4])
+        elif op[0] == "set":
+            await s.set(op[1], op[2], op[3])
+        elif op[0] == "delete":
+            await s.delete(op[1], op[2])
+        else:
+            multi_ops = [{"c": lambda p: CreateOp(p, b"m"), "e": lambda p: CreateOp(p, b"e", ephemeral=True),
+                          "s": lambda p: SetDataOp(p, b"s"),
+                          "d": lambda p: DeleteOp(p), "k": lambda p: CheckOp(p, 0)}[kind](p)
+                         for kind, p in op[1]]
+            before = dump_tree(s)
+            try:
+                await s.multi(multi_ops)
+            except StoreError:
+                assert dump_tree(s) == before     # a failed multi changed nothing
+    except StoreError:
+        pass
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(write_ops, st.sampled_from([("crash",), ("reopen",)])), max_size=30),
+       st.sampled_from([0, 400, 1 << 20]))
+def test_reload_reproduces_the_tree(tmp_path: Path, ops: list, compact_min: int) -> None:
+    """Snapshot + log give back exactly the tree in memory (data, every stat, children, zxid):
+    after a crash (no close: the ephemerals come back with their session's owner, and the start
+    then expires them in a logged transaction), after a close, and whatever the compaction bound
+    (0: the snapshot is rewritten as soon as the log outgrows it)."""
     directory = tmp_path / uuid.uuid4().hex
+    saved = local_store_module.COMPACT_MIN_BYTES
+    local_store_module.COMPACT_MIN_BYTES = compact_min
 
     async def main() -> None:
         s = LocalZNodeStore(directory)
         await s.start()
-        for op in ops:
-            try:
-                if op[0] == "create":
-                    await s.create(op[1], op[2], ephemeral=op[3], sequential=op[4])
-                elif op[0] == "set":
-                    await s.set(op[1], op[2], op[3])
-                elif op[0] == "delete":
-                    await s.delete(op[1], op[2])
+        for op in ops + [("reopen",)]:
+            if op[0] in ("crash", "reopen"):
+                if op[0] == "crash":
+                    if s._compact_task is not None:
+                        await s._compact_task      # a real crash stops the thread too
+                    s._close_log()                 # the session never closes
                 else:
-                    multi_ops = [{"c": lambda p: CreateOp(p, b"m"), "s": lambda p: SetDataOp(p, b"s"),
-                                  "d": lambda p: DeleteOp(p), "k": lambda p: CheckOp(p, 0)}[kind](p)
-                                 for kind, p in op[1]]
-                    before = await tree(s)
-                    try:
-                        await s.multi(multi_ops)
-                    except StoreError:
-                        assert await tree(s) == before     # a failed multi changed nothing
-            except StoreError:
-                pass
-        expected = await tree(s)
-        # the ephemerals the close deletes are kept with each write (no walk of the tree at close)
-        assert sorted(s._ephemerals) == [p for p in await paths_of(s) if (await s.exists(p)).ephemeral_owner]
+                    await s.close()
+                    assert not s._ephemerals
+                assert loaded_tree(directory) == dump_tree(s)
+                s = LocalZNodeStore(directory)
+                await s.start()
+                assert not [p for p, n in dump_tree(s)[1].items() if n[8]]
+                assert loaded_tree(directory) == dump_tree(s)
+                continue
+            await apply_op(s, op)
+            # the ephemerals the close deletes are kept with each write (no walk of the tree at close)
+            assert sorted(s._ephemerals) == sorted(p for p, n in dump_tree(s)[1].items() if n[8])
         await s.close()
-        assert not s._ephemerals
-        s2 = LocalZNodeStore(directory)
-        await s2.start()
-        reloaded = await tree(s2)
-        await s2.close()
-        assert reloaded.keys() == expected.keys()
-        for path, (data, version, cversion, czxid, mzxid) in expected.items():
-            r = reloaded[path]
-            assert (r[0], r[1], r[3], r[4]) == (data, version, czxid, mzxid), path
-            # closing the session deleted its ephemerals: their parents' cversion moved on
-            assert r[2] >= cversion, path
+    try:
+        run(main())
+    finally:
+        local_store_module.COMPACT_MIN_BYTES = saved
+
+
+def _log_bytes(directory: Path) -> bytes:
+    return (directory / local_store_module.LOG_FILE_NAME).read_bytes()
+
+
+def test_a_torn_final_record_loads_to_the_state_before_it(tmp_path: Path) -> None:
+    """The log cut at every byte of its last record (a crash mid-append), or that record's bytes
+    zeroed from any byte on: the load gives the tree before the record, the whole record the
+    tree after it, never anything else; the torn bytes are cut off and appends continue."""
+    directory = tmp_path / "d"
+
+    async def main() -> tuple[tuple, tuple, int]:
+        s = LocalZNodeStore(directory)
+        await s.start()
+        await s.create("/a", b"1")
+        await s.create("/a/e", b"eph", ephemeral=True)
+        await s.set("/a", b"2")
+        before = dump_tree(s)
+        start = len(_log_bytes(directory))
+        # one group commit: a multi, a sequential create, a delete, a set of binary data
+        await asyncio.gather(s.multi([CreateOp("/b", b"x"), SetDataOp("/a", b"3", 1)]),
+                             s.create("/a/s_", b"q", sequential=True), s.delete("/a/e"),
+                             s.create("/c", b"\xff\x00"))
+        after = dump_tree(s)
+        s._close_log()
+        return before, after, start
+    before, after, start = run(main())
+    full = _log_bytes(directory)
+    records, valid = local_store_module.decode_log(full)
+    assert valid == len(full) and records[-1][0] == start and len(records[-1][1]) == 4
+    assert loaded_tree(directory) == after
+    assert before != after
+    for cut in range(start, len(full)):
+        (directory / local_store_module.LOG_FILE_NAME).write_bytes(full[:cut])
+        assert loaded_tree(directory) == before, cut
+        zeroed = full[:cut] + bytes(len(full) - cut)
+        (directory / local_store_module.LOG_FILE_NAME).write_bytes(zeroed)
+        assert loaded_tree(directory) == before, cut
+    # a start cuts the torn bytes off; what it appends then follows the last whole record
+
+    async def restart() -> None:
+        (directory / local_store_module.LOG_FILE_NAME).write_bytes(full[:len(full) - 3])
+        s = LocalZNodeStore(directory)
+        await s.start()          # expires /a/e, logged after the whole records
+        await s.create("/d")
+        expected = dump_tree(s)
+        assert expected[1]["/a"][0] == b"2" and "/a/e" not in expected[1]
+        s._close_log()
+        assert loaded_tree(directory) == expected
+    run(restart())
+
+
+def test_damage_before_the_end_of_the_log_stops_the_load(tmp_path: Path) -> None:
+    async def main() -> None:
+        s = LocalZNodeStore(tmp_path)
+        await s.start()
+        await s.create("/a", b"first")
+        await s.create("/b", b"second")
+        s._close_log()
+        full = bytearray(_log_bytes(tmp_path))
+        full[full.index(b"first")] ^= 0x01
+        (tmp_path / local_store_module.LOG_FILE_NAME).write_bytes(bytes(full))
+        with pytest.raises(StoreError, match=r"kafkalite-zk.log: record at byte 0 fails its CRC check and "
+                                             r"\d+ bytes follow it: the log is damaged before its end"):
+            await LocalZNodeStore(tmp_path).start()
+        # a log whose transactions do not follow the snapshot's zxid
+        (tmp_path / local_store_module.LOG_FILE_NAME).write_bytes(
+            local_store_module.encode_log_record([(5, 0, [("c", "/z", b"", 0)])]))
+        with pytest.raises(StoreError, match="has zxid 0x5, the tree is at 0x0: transactions are missing"):
+            await LocalZNodeStore(tmp_path).start()
+    run(main())
+
+
+def test_compaction_rewrites_the_snapshot_and_empties_the_log(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_store_module, "COMPACT_MIN_BYTES", 2000)
+
+    async def main() -> None:
+        s = LocalZNodeStore(tmp_path)
+        await s.start()
+        for i in range(40):
+            await s.create(f"/n{i}", b"x" * 40)
+            if s._compact_task is not None:
+                await s._compact_task
+        # the snapshot was rewritten when the log passed 2,000 bytes, and the log emptied
+        snap = json.loads((tmp_path / FILE_NAME).read_text())
+        assert 0 < snap["zxid"] < 40
+        assert len(_log_bytes(tmp_path)) <= 2000 + 200
+        records, _ = local_store_module.decode_log(_log_bytes(tmp_path))
+        assert [t[0] for _, txns in records for t in txns] == list(range(snap["zxid"] + 1, 41))
+        expected = dump_tree(s)
+        assert loaded_tree(tmp_path) == expected
+        await s.close()
+        # a clean close leaves the snapshot alone, at the last zxid
+        assert _log_bytes(tmp_path) == b""
+        assert json.loads((tmp_path / FILE_NAME).read_text())["zxid"] == 40
+    run(main())
+
+
+def test_a_snapshot_without_a_log_loads_as_before(tmp_path: Path) -> None:
+    """A directory of the format before the log (kafkalite-zk.json only) loads as a snapshot with
+    an empty log, and the first write starts the log."""
+    nodes = {"/": {"version": 0, "cversion": 1, "czxid": 0, "mzxid": 0, "pzxid": 7, "ctime": 0, "mtime": 0,
+                   "data": ""},
+             "/a": {"version": 3, "cversion": 0, "czxid": 7, "mzxid": 9, "pzxid": 7, "ctime": 5, "mtime": 6,
+                    "data": "v"}}
+    (tmp_path / FILE_NAME).write_text(json.dumps({"version": 1, "zxid": 9, "nodes": nodes}))
+
+    async def main() -> None:
+        s = LocalZNodeStore(tmp_path)
+        await s.start()
+        data, stat = await s.get("/a")
+        assert data == b"v" and (stat.version, stat.czxid, stat.mzxid, stat.ctime, stat.mtime) == (3, 7, 9, 5, 6)
+        assert (await s.set("/a", b"w")).mzxid == 10
+        assert [t[0] for _, txns in local_store_module.decode_log(_log_bytes(tmp_path))[0] for t in txns] == [10]
+        s._close_log()
+    run(main())
+
+
+KILL_CHILD = """
+import asyncio, sys
+from pathlib import Path
+from kafkalite.controller.zk import local_store
+local_store.COMPACT_MIN_BYTES = 4096      # compactions during the burst too
+async def main():
+    s = local_store.LocalZNodeStore(Path(sys.argv[1]))
+    await s.start()
+    await s.create("/w")
+    await s.create("/w/eph", b"e", ephemeral=True)
+    print("ready", flush=True)
+    async def writer(j):
+        path = await s.create(f"/w/t{j}", b"0")
+        print("create", path, flush=True)
+        v = 0
+        while True:
+            v += 1
+            await s.set(path, str(v).encode())
+            print("set", path, v, flush=True)
+            if v % 7 == 0:
+                seq = await s.create(f"/w/t{j}-s", str(v).encode(), sequential=True)
+                print("create", seq, flush=True)
+    await asyncio.gather(*(writer(j) for j in range(8)))
+asyncio.run(main())
+"""
+
+
+def test_sigkill_mid_burst_keeps_every_acknowledged_write(tmp_path: Path) -> None:
+    import signal
+    directory = tmp_path / "d"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_CHILD, str(directory)], stdout=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2])))
+    acked_sets: dict[str, int] = {}
+    created: list[str] = []
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        for _ in range(1500):
+            words = proc.stdout.readline().split()
+            if words[0] == "create":
+                created.append(words[1])
+            else:
+                acked_sets[words[1]] = int(words[2])
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert len(created) > 8 and len(acked_sets) == 8
+
+    async def main() -> None:
+        s = LocalZNodeStore(directory)
+        await s.start()
+        for path in created:
+            assert await s.exists(path) is not None, path
+        for path, version in acked_sets.items():
+            data, stat = await s.get(path)
+            # this write or a later one (an unacknowledged write may have reached the log too)
+            assert stat.version >= version and data == str(stat.version).encode(), path
+        assert await s.exists("/w/eph") is None          # the killed session's ephemeral expired
+        expected = dump_tree(s)
+        await s.close()
+        assert loaded_tree(directory) == expected
     run(main())
 
 

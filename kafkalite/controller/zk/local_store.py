@@ -6,9 +6,17 @@ from a zxid counter that survives restarts (a broker's epoch is its registration
 must keep growing), ephemeral nodes owned by the session and never persisted, sequential names
 from the parent's cversion, atomic multi with CheckOp, persistent watches called on the loop.
 
-Every non-ephemeral node is persisted in `<directory>/kafkalite-zk.json`, rewritten atomically
-(tmp + fsync + rename + directory fsync) in a worker thread. Group commit: each write returns
-once a persist that includes it has finished; writes made while a persist runs share the next.
+Persisted as ZooKeeper persists its tree: a snapshot beside a transaction log.
+`<directory>/kafkalite-zk.json` is the snapshot (every non-ephemeral node with its stat, and the
+zxid it includes), `<directory>/kafkalite-zk.log` the log: each commit's changes (the creates,
+sets and deletes it applied, ephemerals included, with its zxid and time) appended as a record
+and fdatasynced in a worker thread before the write returns. Group commit: the writes made while
+an append runs share the next one, as one framed record (length, CRC-32, JSON). The snapshot is
+rewritten (tmp + fsync + rename + directory fsync) only when the log has grown past it, and at a
+clean close; the log is emptied only after that. Load = snapshot + replay of the log's
+transactions above the snapshot's zxid: a torn final record (a crash mid-append, never
+acknowledged) is cut off; a damaged record with more after it stops the load. A directory with
+only the snapshot (the format before the log) loads as a snapshot with an empty log.
 
 A directory that only has the previous format, `kafkalite-metadata.json`, is migrated once: the
 tree is built from it through Kafka's znode codecs, the old file is left untouched.
@@ -19,15 +27,18 @@ import asyncio
 import base64
 import json
 import logging
+import os
 import random
+import struct
 import time
+import zlib
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from kafkalite.controller.zk import znodes
-from kafkalite.fileio import atomic_write
+from kafkalite.fileio import atomic_write, fsync_dir
 from kafkalite.controller.zk.znode_store import (BadVersionError, CheckOp, CreateOp, DeleteOp,
                                                  NoChildrenForEphemeralsError, NodeExistsError,
                                                  NoNodeError, NotEmptyError, Op, OpResult,
@@ -38,9 +49,14 @@ from kafkalite.controller.zk.znode_store import (BadVersionError, CheckOp, Creat
 log = logging.getLogger(__name__)
 
 FILE_NAME = "kafkalite-zk.json"
+LOG_FILE_NAME = "kafkalite-zk.log"
 OLD_METADATA_FILE = "kafkalite-metadata.json"
 FORMAT_VERSION = 1
 GET_MANY_CHUNK = 2000   # reads between two yields to the loop in get_many (a few ms)
+# the snapshot is rewritten once the log is larger than it and than this (small trees would
+# otherwise be rewritten every few commits)
+COMPACT_MIN_BYTES = 64 * 1024
+_RECORD_HEADER = struct.Struct(">II")   # payload length, CRC-32 of the payload
 
 
 @dataclass
@@ -97,6 +113,76 @@ def _snapshot_text(rows: list[tuple], zxid: int) -> str:
     return f'{{"version":{dumps(FORMAT_VERSION)},"zxid":{dumps(zxid)},"nodes":{{{",".join(parts)}}}}}'
 
 
+def _data_field(data: bytes) -> tuple[str, str]:
+    try:
+        return "t", data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "b", base64.b64encode(data).decode()
+
+
+def _field_data(kind: str, text: str) -> bytes:
+    if kind == "t":
+        return text.encode("utf-8")
+    if kind == "b":
+        return base64.b64decode(text)
+    raise ValueError(f"unknown data kind {kind!r}")
+
+
+def _op_json(op: tuple) -> list:
+    if op[0] == "c":
+        return ["c", op[1], op[3], *_data_field(op[2])]
+    if op[0] == "s":
+        return ["s", op[1], *_data_field(op[2])]
+    return ["d", op[1]]
+
+
+def encode_log_record(txns: Sequence[tuple[int, int, list[tuple]]]) -> bytes:
+    """One framed log record holding the transactions (zxid, time, ops) of one group commit."""
+    payload = json.dumps([[zxid, now, [_op_json(op) for op in ops]] for zxid, now, ops in txns],
+                         separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _RECORD_HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def decode_log(buf: bytes, name: str = LOG_FILE_NAME) -> tuple[list[tuple[int, list]], int]:
+    """The log's records as (byte offset, transactions), and the length of its valid part.
+
+    Each group commit is one write of one record, fdatasynced before any of its writes is
+    acknowledged, so only the final record can be torn by a crash: one cut short, or whose
+    bytes never reached the disk (zeros, or a CRC that does not match, up to the end of the file)
+    is dropped. A record that does not check out with other bytes after it is damage, not a
+    crash: ValueError, as ZooKeeper refuses a log whose CRC check fails."""
+    records: list[tuple[int, list]] = []
+    off, n = 0, len(buf)
+    while off < n:
+        if n - off < _RECORD_HEADER.size:
+            break                                   # header torn
+        length, crc = _RECORD_HEADER.unpack_from(buf, off)
+        end = off + _RECORD_HEADER.size + length
+        if end > n:
+            break                                   # cut short
+        payload = buf[off + _RECORD_HEADER.size:end]
+        if length == 0 or zlib.crc32(payload) != crc:
+            if end == n or not buf[off:].strip(b"\0"):
+                break                               # the final record's bytes never all landed
+            raise ValueError(f"{name}: record at byte {off} fails its CRC check and {n - end} bytes "
+                             f"follow it: the log is damaged before its end")
+        try:
+            txns = json.loads(payload)
+        except ValueError as e:
+            raise ValueError(f"{name}: record at byte {off} passes its CRC check but is not JSON: {e}") from None
+        records.append((off, txns))
+        off = end
+    return records, off
+
+
+def _log_append(fd: int, data: bytes) -> None:
+    """Append `data` to the log and make it durable (worker thread)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fdatasync(fd)
+
+
 class _Txn:
     """Undo log and watch events of one write (a single op or a whole multi)."""
 
@@ -106,6 +192,8 @@ class _Txn:
         self.undo: list[Callable[[], None]] = []
         self.data_events: list[str] = []       # paths whose data watchers fire
         self.child_events: list[str] = []      # paths whose children watchers fire
+        # what the log record says: ("c", path, data, ephemeral owner), ("s", path, data), ("d", path)
+        self.ops: list[tuple] = []
 
     def rollback(self) -> None:
         for fn in reversed(self.undo):
@@ -125,10 +213,17 @@ class LocalZNodeStore(ZNodeStore):
         self._data_watches: dict[str, list[Callable[[], None]]] = {}
         self._child_watches: dict[str, list[Callable[[], None]]] = {}
         self._state_listeners: list[Callable[[ZkState], None]] = []
-        # group commit
+        # group commit: committed transactions (zxid, time, ops) not yet in the log
         self._mutations = 0
         self._persisted = 0
         self._persist_task: Optional[asyncio.Task[None]] = None
+        self._compact_task: Optional[asyncio.Task[None]] = None
+        self._pending: list[tuple[int, int, list[tuple]]] = []
+        self.log_path = self.directory / LOG_FILE_NAME
+        self._log_fd = -1
+        self._log_size = 0          # bytes of whole, durable records in the log
+        self._snapshot_size = 0
+        self._snapshot_loaded = False
         # the session's ephemeral nodes (an ordered set), kept with every create and delete: the
         # session's close deletes them without walking the tree (20,000 znodes at 10,000 partitions)
         self._ephemerals: dict[str, None] = {}
@@ -145,13 +240,25 @@ class LocalZNodeStore(ZNodeStore):
         self._loop = asyncio.get_running_loop()
         try:
             migrated = await asyncio.to_thread(self._load)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+            self._close_log()
             raise StoreError(f"Cannot load the metadata in {self.path}: {e}") from None
         # a new session each start, like a broker reconnecting to ZooKeeper
         self._session_id = random.getrandbits(63) | 1
         self._started = True
-        if migrated or not self.path.exists():
-            self._mutations += 1
+        if migrated or not self._snapshot_loaded:
+            try:
+                await self._compact()
+            except OSError as e:
+                self._close_log()
+                raise StoreError(f"Cannot write {self.path}: {e}") from None
+        if self._ephemerals:
+            # left by a session that did not close (the process was killed): ZooKeeper expires
+            # such a session and deletes its ephemerals in a transaction of their own
+            txn = self._begin()
+            for path in list(self._ephemerals):
+                self._delete_node(txn, path, -1)
+            self._commit(txn)
             await self._sync()
         for listener in list(self._state_listeners):
             self._loop.call_soon(listener, ZkState.CONNECTED)
@@ -164,13 +271,24 @@ class LocalZNodeStore(ZNodeStore):
         txn = self._begin()
         for path in list(self._ephemerals):
             self._delete_node(txn, path, -1)
-        if txn.undo:
+        if txn.ops:
+            # logged like ZooKeeper's closeSession: a reload gives back exactly this tree
             self._zxid = txn.zxid
-        # Not persisted again for these deletions: ephemerals are never in the file, only their
-        # parents' cversion/pzxid moved, and every number handed out before (sequential names,
-        # zxids of persisted nodes) is already below what the file holds. With 10,000
-        # partitions the rewrite of the whole tree took a second of a shutdown.
-        await self._sync()   # the writes made before still finish their persist
+            self._pending.append((txn.zxid, txn.now, txn.ops))
+            self._mutations += 1
+        try:
+            await self._sync()   # the writes made before still finish their persist
+            if self._compact_task is not None:
+                await self._compact_task
+            if self._log_size:
+                # a restart then loads the snapshot alone
+                try:
+                    await self._compact()
+                except OSError as e:
+                    log.warning("Cannot write %s at close (the log %s is kept and replayed at the "
+                                "next start): %s", self.path, self.log_path, e)
+        finally:
+            self._close_log()
         self._data_watches.clear()
         self._child_watches.clear()
         self._state_listeners.clear()
@@ -234,11 +352,12 @@ class LocalZNodeStore(ZNodeStore):
 
     def _commit(self, txn: _Txn) -> None:
         self._zxid = txn.zxid
+        self._pending.append((txn.zxid, txn.now, txn.ops))
         self._mutations += 1
         self._fire(txn)
 
     def _create_node(self, txn: _Txn, path: str, data: bytes, ephemeral: bool,
-                     sequential: bool) -> str:
+                     sequential: bool, owner: Optional[int] = None) -> str:
         validate_path(path)
         if path == "/":
             raise NodeExistsError("NodeExists for /")
@@ -254,14 +373,17 @@ class LocalZNodeStore(ZNodeStore):
         name = path[path.rfind("/") + 1:]
         if name in parent.children:
             raise NodeExistsError(f"NodeExists for {path}")
+        if owner is None:
+            owner = self._session_id if ephemeral else 0
         node = _Node(bytes(data), txn.zxid, txn.zxid, txn.zxid, txn.now, txn.now,
-                     ephemeral_owner=self._session_id if ephemeral else 0)
+                     ephemeral_owner=owner)
         old = (parent.cversion, parent.pzxid)
         parent.children[name] = node
         parent.cversion += 1
         parent.pzxid = txn.zxid
-        if ephemeral:
+        if owner:
             self._ephemerals[path] = None
+        txn.ops.append(("c", path, node.data, owner))
 
         def undo() -> None:
             del parent.children[name]
@@ -278,6 +400,7 @@ class LocalZNodeStore(ZNodeStore):
             raise BadVersionError(f"BadVersion for {path}: expected {version}, is {node.version}")
         old = (node.data, node.version, node.mzxid, node.mtime)
         node.data, node.version, node.mzxid, node.mtime = bytes(data), node.version + 1, txn.zxid, txn.now
+        txn.ops.append(("s", path, node.data))
 
         def undo() -> None:
             node.data, node.version, node.mzxid, node.mtime = old
@@ -301,6 +424,7 @@ class LocalZNodeStore(ZNodeStore):
         parent.pzxid = txn.zxid
         if node.ephemeral_owner:
             self._ephemerals.pop(path, None)
+        txn.ops.append(("d", path))
 
         def undo() -> None:
             parent.children[name] = node
@@ -428,20 +552,73 @@ class LocalZNodeStore(ZNodeStore):
             try:
                 await asyncio.shield(task)
             except OSError as e:
-                raise StoreError(f"Cannot write {self.path}: {e}") from None
+                raise StoreError(f"Cannot write {self.log_path}: {e}") from None
 
     async def _persist_once(self) -> None:
+        if self._compact_task is not None:
+            await self._compact_task           # it empties the log: never while appending
         covered = self._mutations
-        # Only the copy is taken on the loop (the tree changes under it otherwise); building the
-        # document and the JSON of tens of thousands of znodes runs in the worker thread.
-        rows, zxid = self._snapshot_rows(), self._zxid
-        await asyncio.to_thread(self._write_snapshot, rows, zxid)
+        batch, self._pending = self._pending, []
+        if batch:
+            try:
+                # the record is built and written in the worker thread: the ops hold only
+                # immutable values (paths, bytes, ints)
+                await asyncio.to_thread(self._append, batch)
+            except BaseException:
+                self._pending[:0] = batch      # retried by the next persist, in zxid order
+                raise
         self._persisted = max(self._persisted, covered)
+        if self._log_size > max(self._snapshot_size, COMPACT_MIN_BYTES):
+            # after the writes are acknowledged: they do not wait for the snapshot
+            self._compact_task = asyncio.get_running_loop().create_task(self._compact_in_background())
+
+    async def _compact_in_background(self) -> None:
+        try:
+            await self._compact()
+        except OSError as e:
+            # the writes are durable in the log; the next compaction tries again
+            log.warning("Cannot write %s (the log %s keeps growing until it can): %s",
+                        self.path, self.log_path, e)
+        finally:
+            self._compact_task = None
+
+    def _append(self, batch: list[tuple[int, int, list[tuple]]]) -> None:
+        """In a worker thread: one record for the batch, appended and fdatasynced."""
+        data = encode_log_record(batch)
+        if os.fstat(self._log_fd).st_size != self._log_size:
+            # a failed append left part of a record behind: cut it off before appending after it
+            os.ftruncate(self._log_fd, self._log_size)
+        _log_append(self._log_fd, data)
+        self._log_size += len(data)
+
+    async def _compact(self) -> None:
+        """A new snapshot of the tree as it is, then the log emptied: every record in it is at
+        or below the snapshot's zxid. A crash between the two loads the new snapshot and skips
+        the records; one before the rename loads the old snapshot and replays them."""
+        # Only the copy is taken on the loop (the tree changes under it otherwise); the JSON of
+        # tens of thousands of znodes is built in the worker thread.
+        rows, zxid = self._snapshot_rows(), self._zxid
+        await asyncio.to_thread(self._write_snapshot_and_truncate_log, rows, zxid)
+
+    def _write_snapshot_and_truncate_log(self, rows: list[tuple], zxid: int) -> None:
+        self._write_snapshot(rows, zxid)
+        if self._log_fd >= 0 and self._log_size:
+            os.ftruncate(self._log_fd, 0)
+            os.fsync(self._log_fd)
+            self._log_size = 0
 
     def _write_snapshot(self, rows: list[tuple], zxid: int) -> None:
         """In a worker thread: the file replaced whole (temp file, fsync, rename, directory fsync)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, _snapshot_text(rows, zxid).encode("utf-8"))
+        text = _snapshot_text(rows, zxid).encode("utf-8")
+        atomic_write(self.path, text)
+        self._snapshot_size = len(text)
+        self._snapshot_loaded = True
+
+    def _close_log(self) -> None:
+        if self._log_fd >= 0:
+            os.close(self._log_fd)
+            self._log_fd = -1
 
     def _snapshot_rows(self) -> list[tuple]:
         """Every persistent node as a tuple of immutable values: (path, version, cversion, czxid,
@@ -459,9 +636,18 @@ class LocalZNodeStore(ZNodeStore):
         return rows
 
     def _load(self) -> bool:
-        """Read the tree (worker thread). True when it was migrated from the old format."""
+        """Read the tree (worker thread): the snapshot, then the log's transactions above its
+        zxid. True when it was migrated from the old format."""
+        migrated = self._load_snapshot()
+        self._open_log()
+        return migrated
+
+    def _load_snapshot(self) -> bool:
         if self.path.exists():
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
+            text = self.path.read_bytes()
+            self._snapshot_size = len(text)
+            self._snapshot_loaded = True
+            doc = json.loads(text)
             if doc.get("version") != FORMAT_VERSION:
                 raise ValueError(f"unknown format version {doc.get('version')!r}")
             self._zxid = int(doc["zxid"])
@@ -484,6 +670,52 @@ class LocalZNodeStore(ZNodeStore):
             log.info("Built %s from %s (the old file is kept)", self.path, old)
             return True
         return False
+
+    def _open_log(self) -> None:
+        """Open the log for appends and replay it; a torn final record is cut off the file."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        created = not self.log_path.exists()
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._log_fd = fd
+        if created:
+            fsync_dir(self.directory)
+        size = os.fstat(fd).st_size
+        buf = os.pread(fd, size, 0) if size else b""
+        records, valid = decode_log(buf, str(self.log_path))
+        if records and not self._snapshot_loaded:
+            raise ValueError(f"{self.log_path} has records but there is no {self.path}")
+        for off, txns in records:
+            for zxid, now, ops in txns:
+                if zxid <= self._zxid:
+                    continue            # in the snapshot already (written after this record)
+                if zxid != self._zxid + 1:
+                    raise ValueError(f"{self.log_path}: record at byte {off} has zxid {zxid:#x}, "
+                                     f"the tree is at {self._zxid:#x}: transactions are missing")
+                try:
+                    self._replay(zxid, now, ops)
+                except StoreError as e:
+                    raise ValueError(f"{self.log_path}: transaction {zxid:#x} in the record at byte "
+                                     f"{off} does not apply to the tree: {e}") from None
+        if valid < size:
+            log.warning("Dropped the torn final record of %s (%d bytes at byte %d, never acknowledged)",
+                        self.log_path, size - valid, valid)
+            os.ftruncate(fd, valid)
+            os.fsync(fd)
+        self._log_size = valid
+
+    def _replay(self, zxid: int, now: int, ops: list) -> None:
+        txn = _Txn(zxid)
+        txn.now = now
+        for op in ops:
+            if op[0] == "c":
+                self._create_node(txn, op[1], _field_data(op[3], op[4]), bool(op[2]), False, owner=int(op[2]))
+            elif op[0] == "s":
+                self._set_node(txn, op[1], _field_data(op[2], op[3]), -1)
+            elif op[0] == "d":
+                self._delete_node(txn, op[1], -1)
+            else:
+                raise StoreError(f"unknown op {op[0]!r}")
+        self._zxid = zxid
 
     # ---- migration from kafkalite-metadata.json --------------------------------------------
 
