@@ -773,17 +773,19 @@ def test_the_store_and_meta_properties_import_without_the_log_layer() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.text(min_size=1, max_size=6).map(lambda s: "/" + s.replace("/", "_")),
-                          st.lists(st.integers(0, 2**63 - 1), min_size=7, max_size=7),
+                          st.lists(st.integers(0, 2**63 - 1), min_size=8, max_size=8),
                           st.one_of(st.binary(max_size=8), st.text(max_size=8).map(str.encode))),
                 unique_by=lambda r: r[0], max_size=8),
        st.integers(0, 2**40))
 def test_snapshot_text_is_the_json_of_the_document(rows: list, zxid: int) -> None:
     """The file's text, formatted entry by entry, is what json.dumps makes of the whole document
-    (text data as a string, anything else in base64)."""
+    (text data as a string, anything else in base64; an ephemeral owner only where not 0)."""
     flat = [(p, *numbers, data) for p, numbers, data in rows]
     doc_nodes = {}
     for p, numbers, data in sorted(rows, key=lambda r: r[0]):
         entry = dict(zip(["version", "cversion", "czxid", "mzxid", "pzxid", "ctime", "mtime"], numbers))
+        if numbers[7]:
+            entry["ephemeral_owner"] = numbers[7]
         try:
             entry["data"] = data.decode("utf-8")
         except UnicodeDecodeError:

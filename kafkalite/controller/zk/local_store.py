@@ -105,11 +105,13 @@ def _snapshot_text(rows: list[tuple], zxid: int) -> str:
     # encoder): 40 % less time than encoding a dict per node, the same text.
     dumps = json.JSONEncoder(separators=(",", ":")).encode
     parts = []
-    for p, version, cversion, czxid, mzxid, pzxid, ctime, mtime, data in sorted(rows, key=lambda r: r[0]):
+    for p, version, cversion, czxid, mzxid, pzxid, ctime, mtime, owner, data in sorted(rows, key=lambda r: r[0]):
         ((key, text),) = _encode_data(data).items()
+        # an ephemeral's owner only where there is one (a snapshot taken while the session lives)
+        eph = f'"ephemeral_owner":{owner:d},' if owner else ""
         parts.append(f'{dumps(p)}:{{"version":{version:d},"cversion":{cversion:d},"czxid":{czxid:d},'
                      f'"mzxid":{mzxid:d},"pzxid":{pzxid:d},"ctime":{ctime:d},"mtime":{mtime:d},'
-                     f'"{key}":{dumps(text)}}}')
+                     f'{eph}"{key}":{dumps(text)}}}')
     return f'{{"version":{dumps(FORMAT_VERSION)},"zxid":{dumps(zxid)},"nodes":{{{",".join(parts)}}}}}'
 
 
@@ -621,15 +623,16 @@ class LocalZNodeStore(ZNodeStore):
             self._log_fd = -1
 
     def _snapshot_rows(self) -> list[tuple]:
-        """Every persistent node as a tuple of immutable values: (path, version, cversion, czxid,
-        mzxid, pzxid, ctime, mtime, data)."""
+        """Every node as a tuple of immutable values: (path, version, cversion, czxid, mzxid,
+        pzxid, ctime, mtime, ephemeral owner, data). The session's ephemerals are in it, as in
+        ZooKeeper's snapshots: the log after it may delete them, and a start after a crash
+        expires them (a clean close deletes them before its snapshot)."""
         rows: list[tuple] = []
         stack = [("/", self._root)]
         while stack:
             p, n = stack.pop()
-            if n.ephemeral_owner:
-                continue
-            rows.append((p, n.version, n.cversion, n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime, n.data))
+            rows.append((p, n.version, n.cversion, n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
+                         n.ephemeral_owner, n.data))
             prefix = p.rstrip('/')
             for name, child in n.children.items():
                 stack.append((f"{prefix}/{name}", child))
@@ -655,7 +658,8 @@ class LocalZNodeStore(ZNodeStore):
             # lookup (a walk from the root per node was most of loading 20,000 znodes).
             nodes = {p: _Node(_decode_data(entry), int(entry["czxid"]), int(entry["mzxid"]),
                               int(entry["pzxid"]), int(entry["ctime"]), int(entry["mtime"]),
-                              int(entry["version"]), int(entry["cversion"]))
+                              int(entry["version"]), int(entry["cversion"]),
+                              int(entry.get("ephemeral_owner", 0)))
                      for p, entry in doc["nodes"].items()}
             self._root = nodes.pop("/", self._root)
             for p, node in nodes.items():
@@ -663,6 +667,8 @@ class LocalZNodeStore(ZNodeStore):
                 if parent is None:
                     raise ValueError(f"node {p} has no parent in the file")
                 parent.children[p[p.rfind("/") + 1:]] = node
+                if node.ephemeral_owner:
+                    self._ephemerals[p] = None
             return False
         old = self.directory / OLD_METADATA_FILE
         if old.exists():
