@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from kafkalite.controller.zk.local_store import read_znodes
 from kafkalite.testing import TEST_DEFAULTS, Broker, BrokerError, TopicError
 
 pytest_plugins = ["pytester"]
@@ -147,9 +148,9 @@ def test_context_manager_create_topic_and_round_trip() -> None:
         # create_topic returns only once Metadata shows every partition with a leader.
         assert partition_count(b.bootstrap_servers, "orders") == 3
         # the embedded broker keeps Kafka's znodes in its log dir: /brokers/topics/orders, /config/topics/orders
-        nodes = json.loads((b.log_dir / "kafkalite-zk.json").read_text())["nodes"]
+        nodes = read_znodes(b.log_dir)    # kafkalite-zk.json and the log of the writes since
         assert "/brokers/topics/orders" in nodes
-        assert json.loads(nodes["/config/topics/orders"]["data"]) == {"version": 1, "config": {"retention.ms": "3600000"}}
+        assert json.loads(nodes["/config/topics/orders"]) == {"version": 1, "config": {"retention.ms": "3600000"}}
         produce_acked(b.bootstrap_servers, "orders", [b"a", b"b", b"c"])
         assert read_partition(b.bootstrap_servers, "orders") == [b"a", b"b", b"c"]
         # num.partitions=2 reached the broker: an auto-created topic has 2 partitions.

@@ -616,6 +616,10 @@ def test_a_torn_final_record_loads_to_the_state_before_it(tmp_path: Path) -> Non
         zeroed = full[:cut] + bytes(len(full) - cut)
         (directory / local_store_module.LOG_FILE_NAME).write_bytes(zeroed)
         assert loaded_tree(directory) == before, cut
+    # a reader beside a live broker sees the same and changes nothing
+    (directory / local_store_module.LOG_FILE_NAME).write_bytes(full[:len(full) - 3])
+    assert local_store_module.read_znodes(directory) == {p: n[0] for p, n in before[1].items()}
+    assert _log_bytes(directory) == full[:len(full) - 3]
     # a start cuts the torn bytes off; what it appends then follows the last whole record
 
     async def restart() -> None:

@@ -202,6 +202,20 @@ class _Txn:
             fn()
 
 
+def read_znodes(directory: Path) -> dict[str, bytes]:
+    """Every znode's data as a start would load it (snapshot + log), read without changing
+    either file: for tools and tests looking into a directory a broker may be writing."""
+    store = LocalZNodeStore(directory)
+    store._load(read_only=True)
+    out: dict[str, bytes] = {}
+    stack = [("/", store._root)]
+    while stack:
+        path, node = stack.pop()
+        out[path] = node.data
+        stack += [(f"{path.rstrip('/')}/{name}", child) for name, child in node.children.items()]
+    return out
+
+
 class LocalZNodeStore(ZNodeStore):
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
@@ -638,11 +652,11 @@ class LocalZNodeStore(ZNodeStore):
                 stack.append((f"{prefix}/{name}", child))
         return rows
 
-    def _load(self) -> bool:
+    def _load(self, read_only: bool = False) -> bool:
         """Read the tree (worker thread): the snapshot, then the log's transactions above its
         zxid. True when it was migrated from the old format."""
         migrated = self._load_snapshot()
-        self._open_log()
+        self._open_log(read_only)
         return migrated
 
     def _load_snapshot(self) -> bool:
@@ -677,8 +691,16 @@ class LocalZNodeStore(ZNodeStore):
             return True
         return False
 
-    def _open_log(self) -> None:
-        """Open the log for appends and replay it; a torn final record is cut off the file."""
+    def _open_log(self, read_only: bool = False) -> None:
+        """Open the log for appends and replay it; a torn final record is cut off the file.
+        `read_only`: replay it, change nothing (a reader beside a live broker)."""
+        if read_only:
+            try:
+                buf = self.log_path.read_bytes()
+            except FileNotFoundError:
+                buf = b""
+            self._replay_log(buf)
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         created = not self.log_path.exists()
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
@@ -687,6 +709,16 @@ class LocalZNodeStore(ZNodeStore):
             fsync_dir(self.directory)
         size = os.fstat(fd).st_size
         buf = os.pread(fd, size, 0) if size else b""
+        valid = self._replay_log(buf)
+        if valid < size:
+            log.warning("Dropped the torn final record of %s (%d bytes at byte %d, never acknowledged)",
+                        self.log_path, size - valid, valid)
+            os.ftruncate(fd, valid)
+            os.fsync(fd)
+        self._log_size = valid
+
+    def _replay_log(self, buf: bytes) -> int:
+        """Apply the log's transactions above the tree's zxid; the length of its valid part."""
         records, valid = decode_log(buf, str(self.log_path))
         if records and not self._snapshot_loaded:
             raise ValueError(f"{self.log_path} has records but there is no {self.path}")
@@ -702,12 +734,7 @@ class LocalZNodeStore(ZNodeStore):
                 except StoreError as e:
                     raise ValueError(f"{self.log_path}: transaction {zxid:#x} in the record at byte "
                                      f"{off} does not apply to the tree: {e}") from None
-        if valid < size:
-            log.warning("Dropped the torn final record of %s (%d bytes at byte %d, never acknowledged)",
-                        self.log_path, size - valid, valid)
-            os.ftruncate(fd, valid)
-            os.fsync(fd)
-        self._log_size = valid
+        return valid
 
     def _replay(self, zxid: int, now: int, ops: list) -> None:
         txn = _Txn(zxid)
