@@ -1,7 +1,7 @@
 """The znode store interface the controller and brokers write cluster metadata through.
 
 Two implementations behind one interface: `KazooZNodeStore` (a real ZooKeeper ensemble, for
-cluster mode) and `LocalZNodeStore` (an in-process tree persisted to one JSON file, for the
+cluster mode) and `LocalZNodeStore` (an in-process tree, a snapshot and a transaction log, for the
 embedded single-node mode). Everything is async and used on the asyncio loop; watch and
 state callbacks always run on the loop.
 
