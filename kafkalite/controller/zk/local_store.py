@@ -71,6 +71,10 @@ class _Node:
     cversion: int = 0
     ephemeral_owner: int = 0
     children: dict[str, "_Node"] = field(default_factory=dict)
+    # this node's entry in the snapshot file as last written or read, with the stat it was made
+    # from: (version, cversion, mzxid, pzxid). Every change of what the entry holds changes one of
+    # them (data and mtime only change with version), so a different stat means a stale entry.
+    snap: Optional[tuple[tuple[int, int, int, int], str]] = field(default=None, compare=False, repr=False)
 
     def stat(self) -> ZnStat:
         return ZnStat(version=self.version, cversion=self.cversion, czxid=self.czxid,
@@ -91,22 +95,64 @@ def _encode_data(data: bytes) -> dict:
         return {"data_b64": base64.b64encode(data).decode()}
 
 
+def _entry_text(row: tuple) -> str:
+    """One node's entry of the snapshot file, from a `_snapshot_rows` row."""
+    # Formatted directly (its integers as JSON writes them, its strings through the encoder):
+    # 40 % less time than encoding a dict per node, the same text.
+    p, version, cversion, czxid, mzxid, pzxid, ctime, mtime, owner, data = row
+    ((key, text),) = _encode_data(data).items()
+    # an ephemeral's owner only where there is one (a snapshot taken while the session lives)
+    eph = f'"ephemeral_owner":{owner:d},' if owner else ""
+    return (f'{_dumps(p)}:{{"version":{version:d},"cversion":{cversion:d},"czxid":{czxid:d},'
+            f'"mzxid":{mzxid:d},"pzxid":{pzxid:d},"ctime":{ctime:d},"mtime":{mtime:d},'
+            f'{eph}"{key}":{_dumps(text)}}}')
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _document_text(entries: list[str], zxid: int) -> str:
+    # one entry per line (JSON all the same): a load keeps each node's line as its entry, so the
+    # next snapshot re-formats only the nodes that changed since
+    return f'{{"version":{FORMAT_VERSION:d},"zxid":{zxid:d},"nodes":{{\n' + ",\n".join(entries) + "\n}}"
+
+
 def _snapshot_text(rows: list[tuple], zxid: int) -> str:
-    """The file's JSON document from `LocalZNodeStore._snapshot_rows`."""
-    # The same text as one json.dumps of the document, made node by node: a single dumps of
-    # megabytes holds the GIL, and with it the event loop, for its whole run.
-    # Each entry formatted directly (its integers as JSON writes them, its strings through the
-    # encoder): 40 % less time than encoding a dict per node, the same text.
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
-    parts = []
-    for p, version, cversion, czxid, mzxid, pzxid, ctime, mtime, owner, data in sorted(rows, key=lambda r: r[0]):
-        ((key, text),) = _encode_data(data).items()
-        # an ephemeral's owner only where there is one (a snapshot taken while the session lives)
-        eph = f'"ephemeral_owner":{owner:d},' if owner else ""
-        parts.append(f'{dumps(p)}:{{"version":{version:d},"cversion":{cversion:d},"czxid":{czxid:d},'
-                     f'"mzxid":{mzxid:d},"pzxid":{pzxid:d},"ctime":{ctime:d},"mtime":{mtime:d},'
-                     f'{eph}"{key}":{dumps(text)}}}')
-    return f'{{"version":{dumps(FORMAT_VERSION)},"zxid":{dumps(zxid)},"nodes":{{{",".join(parts)}}}}}'
+    """The file's JSON document from `LocalZNodeStore._snapshot_rows`, every entry formatted."""
+    # The same document as one json.dumps of it, made node by node: a single dumps of megabytes
+    # holds the GIL, and with it the event loop, for its whole run.
+    return _document_text([_entry_text(r) for r in sorted(rows, key=lambda r: r[0])], zxid)
+
+
+def _keep_loaded_entries(text: bytes, nodes: dict[str, "_Node"]) -> None:
+    """Each node of a snapshot file written one entry per line keeps its line as its entry, with
+    the stat it was read with (a file in one line, as written before, keeps none)."""
+    lines = text.decode("utf-8").split("\n")
+    if len(lines) != len(nodes) + 2:
+        return
+    for (p, node), line in zip(nodes.items(), lines[1:-1]):
+        line = line.rstrip(",")
+        # the line of this very entry (a path JSON writes with escapes keeps none)
+        if line.startswith(p, 1) and line[0] == '"' and line[len(p) + 1:len(p) + 4] == '":{' and line.endswith("}"):
+            node.snap = ((node.version, node.cversion, node.mzxid, node.pzxid), line)
+
+
+def _snapshot_parts_text(parts: list[tuple], zxid: int, keep: bool = True) -> str:
+    """The file's document from `LocalZNodeStore._snapshot_parts` (worker thread): kept entries
+    for the nodes unchanged since, formatted ones for the others, which keep them (`keep`) with
+    the stat they were made from."""
+    parts.sort(key=lambda part: part[0])
+    entries = []
+    for part in parts:
+        if part[1] is not None:
+            entries.append(part[1])
+            continue
+        _, _, row, node, stat = part
+        text = _entry_text(row)
+        if keep:
+            node.snap = (stat, text)     # one attribute store; checked against the stat at use
+        entries.append(text)
+    return _document_text(entries, zxid)
 
 
 def _data_field(data: bytes) -> tuple[str, str]:
@@ -607,20 +653,20 @@ class LocalZNodeStore(ZNodeStore):
         the records; one before the rename loads the old snapshot and replays them."""
         # Only the copy is taken on the loop (the tree changes under it otherwise); the JSON of
         # tens of thousands of znodes is built in the worker thread.
-        rows, zxid = self._snapshot_rows(), self._zxid
-        await asyncio.to_thread(self._write_snapshot_and_truncate_log, rows, zxid)
+        parts, zxid = self._snapshot_parts(), self._zxid
+        await asyncio.to_thread(self._write_snapshot_and_truncate_log, parts, zxid)
 
-    def _write_snapshot_and_truncate_log(self, rows: list[tuple], zxid: int) -> None:
-        self._write_snapshot(rows, zxid)
+    def _write_snapshot_and_truncate_log(self, parts: list[tuple], zxid: int) -> None:
+        self._write_snapshot(parts, zxid)
         if self._log_fd >= 0 and self._log_size:
             os.ftruncate(self._log_fd, 0)
             os.fsync(self._log_fd)
             self._log_size = 0
 
-    def _write_snapshot(self, rows: list[tuple], zxid: int) -> None:
+    def _write_snapshot(self, parts: list[tuple], zxid: int) -> None:
         """In a worker thread: the file replaced whole (temp file, fsync, rename, directory fsync)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = _snapshot_text(rows, zxid).encode("utf-8")
+        text = _snapshot_parts_text(parts, zxid).encode("utf-8")
         atomic_write(self.path, text)
         self._snapshot_size = len(text)
         self._snapshot_loaded = True
@@ -629,6 +675,25 @@ class LocalZNodeStore(ZNodeStore):
         if self._log_fd >= 0:
             os.close(self._log_fd)
             self._log_fd = -1
+
+    def _snapshot_parts(self) -> list[tuple]:
+        """Every node, as (path, its kept entry) where the entry is still its stat's, else as
+        (path, None, its row, the node, its stat): taken on the loop, formatted in the thread."""
+        parts: list[tuple] = []
+        stack = [("/", self._root)]
+        while stack:
+            p, n = stack.pop()
+            stat = (n.version, n.cversion, n.mzxid, n.pzxid)
+            snap = n.snap
+            if snap is not None and snap[0] == stat:
+                parts.append((p, snap[1]))
+            else:
+                parts.append((p, None, (p, n.version, n.cversion, n.czxid, n.mzxid, n.pzxid, n.ctime,
+                                        n.mtime, n.ephemeral_owner, n.data), n, stat))
+            prefix = p.rstrip('/')
+            for name, child in n.children.items():
+                stack.append((f"{prefix}/{name}", child))
+        return parts
 
     def _snapshot_rows(self) -> list[tuple]:
         """Every node as a tuple of immutable values: (path, version, cversion, czxid, mzxid,
@@ -655,10 +720,10 @@ class LocalZNodeStore(ZNodeStore):
 
     def _load_snapshot(self) -> bool:
         if self.path.exists():
-            text = self.path.read_bytes()
-            self._snapshot_size = len(text)
+            text_bytes = self.path.read_bytes()
+            self._snapshot_size = len(text_bytes)
             self._snapshot_loaded = True
-            doc = json.loads(text)
+            doc = json.loads(text_bytes)
             if doc.get("version") != FORMAT_VERSION:
                 raise ValueError(f"unknown format version {doc.get('version')!r}")
             self._zxid = int(doc["zxid"])
@@ -672,6 +737,8 @@ class LocalZNodeStore(ZNodeStore):
                 nodes[p] = _Node(data, entry["czxid"], entry["mzxid"], entry["pzxid"], entry["ctime"],
                                  entry["mtime"], entry["version"], entry["cversion"],
                                  entry.get("ephemeral_owner", 0))
+            # the next snapshot re-uses the lines of the nodes unchanged since
+            _keep_loaded_entries(text_bytes, nodes)
             self._root = nodes.pop("/", self._root)
             for p, node in nodes.items():
                 i = p.rfind("/")
