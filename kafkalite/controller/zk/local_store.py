@@ -3,20 +3,23 @@ same controller code over it as a cluster runs over ZooKeeper.
 
 ZooKeeper's semantics, one session: data versions, cversion (child changes), czxid/mzxid/pzxid
 from a zxid counter that survives restarts (a broker's epoch is its registration's czxid, so it
-must keep growing), ephemeral nodes owned by the session and never persisted, sequential names
-from the parent's cversion, atomic multi with CheckOp, persistent watches called on the loop.
+must keep growing), ephemeral nodes owned by the session (deleted when it closes, or after a crash
+at the next start, in a logged transaction as ZooKeeper's session expiry), sequential names from
+the parent's cversion, atomic multi with CheckOp, persistent watches called on the loop.
 
 Persisted as ZooKeeper persists its tree: a snapshot beside a transaction log.
-`<directory>/kafkalite-zk.json` is the snapshot (every non-ephemeral node with its stat, and the
-zxid it includes), `<directory>/kafkalite-zk.log` the log: each commit's changes (the creates,
-sets and deletes it applied, ephemerals included, with its zxid and time) appended as a record
-and fdatasynced in a worker thread before the write returns. Group commit: the writes made while
-an append runs share the next one, as one framed record (length, CRC-32, JSON). The snapshot is
+`<directory>/kafkalite-zk.json` is the snapshot (every node with its stat, ephemerals with their
+owner, and the zxid it includes), `<directory>/kafkalite-zk.log` the log: each commit's changes
+(the creates, sets and deletes it applied, with its zxid and time) appended as a record and
+fdatasynced in a worker thread before the write returns. Group commit: the writes made while an
+append runs share the next one, as one framed record (length, CRC-32, JSON). The snapshot is
 rewritten (tmp + fsync + rename + directory fsync) only when the log has grown past it, and at a
-clean close; the log is emptied only after that. Load = snapshot + replay of the log's
-transactions above the snapshot's zxid: a torn final record (a crash mid-append, never
-acknowledged) is cut off; a damaged record with more after it stops the load. A directory with
-only the snapshot (the format before the log) loads as a snapshot with an empty log.
+clean close; the log is emptied only after that. It is written one node per line, and each node
+keeps its entry while its stat stays the same: a rewrite formats only the nodes that changed.
+Load = snapshot + replay of the log's transactions above the snapshot's zxid: a torn final record
+(a crash mid-append, never acknowledged) is cut off; a damaged record with more after it stops
+the load. A directory with only the snapshot (the format before the log) loads as a snapshot
+with an empty log.
 
 A directory that only has the previous format, `kafkalite-metadata.json`, is migrated once: the
 tree is built from it through Kafka's znode codecs, the old file is left untouched.
