@@ -195,7 +195,10 @@ def decode_log(buf: bytes, name: str = LOG_FILE_NAME) -> tuple[list[tuple[int, l
     acknowledged, so only the final record can be torn by a crash: one cut short, or whose
     bytes never reached the disk (zeros, or a CRC that does not match, up to the end of the file)
     is dropped. A record that does not check out with other bytes after it is damage, not a
-    crash: ValueError, as ZooKeeper refuses a log whose CRC check fails."""
+    crash: ValueError, as ZooKeeper refuses a log whose CRC check fails. (This assumes a crash
+    leaves the unacknowledged write cut short or zero-filled past some byte, as ext4's and xfs's
+    ordered data writes do; a header lost while later bytes of the same write landed would be
+    reported as damage, never loaded as data.)"""
     records: list[tuple[int, list]] = []
     off, n = 0, len(buf)
     while off < n:
