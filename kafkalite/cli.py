@@ -54,8 +54,10 @@ def _serve(args: argparse.Namespace, *, exit_after: bool = True) -> int:
     # heap cost 0.2-0.4 s at 10,000 partitions, charged to whatever allocation triggered it.
     gc.disable()
     # The broker needs kafka-python's protocol engine, not its clients (kafka_python_package).
-    from kafkalite.protocol.kafka_python_package import defer_package_init
+    from kafkalite.protocol.kafka_python_package import defer_package_init, defer_protocol_package_inits
     defer_package_init()
+    # ... and each API's protocol classes when it is first used (kafkalite.protocol.messages)
+    defer_protocol_package_inits()
     # Imported here so that the client tools, which share this parser, do not load the broker's config
     # model; before `started`, so the reported start-up time means what it meant before.
     from kafkalite.config.server_config import ConfigError, load_config

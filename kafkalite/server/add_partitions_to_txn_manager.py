@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from kafka.protocol.producer import AddPartitionsToTxnRequest
+from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest
 
 from kafkalite.cluster.metadata_cache import NO_LEADER
 from kafkalite.cluster.topic_validation import TRANSACTION_STATE_TOPIC_NAME

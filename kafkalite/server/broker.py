@@ -32,17 +32,7 @@ from kafkalite.server.fetch_session import FetchSessionCache
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.cluster.topic_validation import GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME
 from kafkalite.protocol import inter_broker
-from kafkalite.server.handler import ApiSpec
-from kafkalite.server.handlers import (api_versions, create_topics, delete_groups, delete_topics,
-                                       describe_groups, fetch, find_coordinator, heartbeat,
-                                       init_producer_id, join_group, leave_group, list_groups,
-                                       list_offsets, metadata, offset_commit, offset_delete,
-                                       offset_fetch, offset_for_leader_epoch, produce, sync_group)
-from kafkalite.server.handlers import (alter_configs, create_partitions, delete_records, describe_cluster,
-                                       describe_configs, describe_log_dirs, incremental_alter_configs)
-from kafkalite.server.handlers import describe_producers, txn_offset_commit
-from kafkalite.server.handlers import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
-                                       list_transactions, write_txn_markers)
+from kafkalite.server.handler import ApiSpec, lazy_spec
 from kafkalite.server.kafka_apis import KafkaApis
 from kafkalite.server.admin_manager import ZkAdminManager
 from kafkalite.server.broker_epoch import BrokerEpoch
@@ -53,9 +43,6 @@ from kafkalite.server.cluster_member import (ClusterStartupError, InternalTopics
                                              connect_zookeeper, controlled_shutdown,
                                              internal_topic_records, wait_for_initial_metadata)
 from kafkalite.server.dynamic_config_manager import DynamicConfigManager
-from kafkalite.server.handlers import (alter_partition, alter_partition_reassignments,
-                                       controlled_shutdown as controlled_shutdown_api, elect_leaders,
-                                       leader_and_isr, list_partition_reassignments, stop_replica, update_metadata)
 from kafkalite.controller.broker_registration import registration_of
 from kafkalite.controller.kafka_controller import ControllerConfig, KafkaController
 from kafkalite.coordinator.transaction.producer_id_manager import ProducerIdManager
@@ -337,43 +324,16 @@ class KafkaServer:
             kafka_controller=self.kafka_controller, broker_epoch=self.broker_epoch,
             config_manager=self.config_manager, add_partitions_to_txn_manager=self.add_partitions_to_txn_manager)
         self._follow_coordinator_leadership()
-        specs += [
-            api_versions.make(lambda: specs),
-            metadata.make(services),
-            create_topics.make(services),
-            delete_topics.make(services),
-            produce.make(services),
-            fetch.make(services),
-            list_offsets.make(services),
-            init_producer_id.make(services),
-            offset_for_leader_epoch.make(services),
-            find_coordinator.make(services),
-            join_group.make(services),
-            sync_group.make(services),
-            heartbeat.make(services),
-            leave_group.make(services),
-            offset_commit.make(services),
-            offset_fetch.make(services),
-            describe_groups.make(services),
-            list_groups.make(services),
-            delete_groups.make(services),
-            offset_delete.make(services),
-            describe_configs.make(services),
-            alter_configs.make(services),
-            incremental_alter_configs.make(services),
-            create_partitions.make(services),
-            delete_records.make(services),
-            describe_cluster.make(services),
-            describe_log_dirs.make(services),
-            add_partitions_to_txn.make(services),
-            add_offsets_to_txn.make(services),
-            end_txn.make(services),
-            write_txn_markers.make(services),
-            describe_transactions.make(services),
-            list_transactions.make(services),
-            txn_offset_commit.make(services),
-            describe_producers.make(services),
-        ]
+        # each handler's module is imported and its handler made on the API's first request
+        specs += [lazy_spec("api_versions", lambda m: m.make(lambda: specs))]
+        specs += [self._lazy_handler(name, services) for name in (
+            "metadata", "create_topics", "delete_topics", "produce", "fetch", "list_offsets", "init_producer_id",
+            "offset_for_leader_epoch", "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
+            "offset_commit", "offset_fetch", "describe_groups", "list_groups", "delete_groups", "offset_delete",
+            "describe_configs", "alter_configs", "incremental_alter_configs", "create_partitions", "delete_records",
+            "describe_cluster", "describe_log_dirs", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn",
+            "write_txn_markers", "describe_transactions", "list_transactions", "txn_offset_commit",
+            "describe_producers")]
         specs += self._inter_broker_specs(services)
         apis = KafkaApis(specs)
         self._schedule_maintenance()
@@ -428,22 +388,25 @@ class KafkaServer:
         if config.unclean_leader_election_enable and self.kafka_controller is not None:
             self.kafka_controller.enable_topic_unclean_leader_election(topic)
 
+    @staticmethod
+    def _lazy_handler(name: str, services: BrokerServices) -> ApiSpec:
+        return lazy_spec(name, lambda module: module.make(services))
+
     def _inter_broker_specs(self, services: BrokerServices) -> list[ApiSpec]:
         """The controller-to-broker APIs, and ElectLeaders, served in cluster mode."""
         config_manager = self.config_manager
         assert config_manager is not None
-        lai = leader_and_isr.make(services)
+        lai = self._lazy_handler("leader_and_isr", services)
 
         async def leader_and_isr_with_configs(ctx: Any, req: Any) -> Any:
             # a topic created through another broker: read its config before its logs are made
             await config_manager.prefetch_topic_configs(
                 t for t, _ in inter_broker.leader_and_isr_partition_states(req, ctx.api_version))
             return await lai.handler(ctx, req)
-        return [ApiSpec(lai.api_key, lai.min_version, lai.max_version, leader_and_isr_with_configs),
-                update_metadata.make(services), stop_replica.make(services),
-                controlled_shutdown_api.make(services), alter_partition.make(services),
-                elect_leaders.make(services), alter_partition_reassignments.make(services),
-                list_partition_reassignments.make(services)]
+        return [ApiSpec(lai.api_key, lai.min_version, lai.max_version, leader_and_isr_with_configs)] + [
+            self._lazy_handler(name, services) for name in (
+                "update_metadata", "stop_replica", "controlled_shutdown", "alter_partition", "elect_leaders",
+                "alter_partition_reassignments", "list_partition_reassignments")]
 
     def _follow_coordinator_leadership(self) -> None:
         """Coordinators load and unload their partitions as this broker gains and loses their

@@ -14,7 +14,7 @@ import time
 from typing import Any, Optional, Union
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 
 from kafkalite.log.log import FetchDataInfo
 from kafkalite.network.send import ResponseSend

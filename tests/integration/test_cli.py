@@ -1,6 +1,7 @@
 """`kafkalite serve` as a process: config errors, warnings, the ready line, port 0, clean shutdown."""
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -185,3 +186,64 @@ def test_every_sub_command_builds_its_parser_and_prints_its_usage() -> None:
                            timeout=60)
         assert (r.returncode, r.stderr) == (0, ""), command
         assert r.stdout.startswith(f"usage: kafkalite {command} "), command
+
+
+
+_MODULES_PROBE = """
+import json, sys, threading
+from kafkalite.cli import main
+
+def dump():
+    for _ in sys.stdin:     # a snapshot of the loaded modules for each line the test writes
+        print("MODULES " + json.dumps(sorted(list(sys.modules))), flush=True)
+
+threading.Thread(target=dump, daemon=True).start()
+sys.exit(main(["serve", "--override", "log.dirs=" + sys.argv[1],
+               "--override", "listeners=PLAINTEXT://127.0.0.1:0"]))
+"""
+
+
+def test_serve_loads_an_apis_handler_and_protocol_classes_on_its_first_request(tmp_path: Path) -> None:
+    """`kafkalite serve` starts without importing the handlers and kafka-python's classes of APIs
+    no one has asked for (kafkalite.server.handler.lazy_spec, kafkalite.protocol.messages);
+    ApiVersions still lists every API; the first CreateTopics loads its handler and classes."""
+    from kafkalite.server.handler import HANDLER_VERSIONS
+    proc = subprocess.Popen([sys.executable, "-c", _MODULES_PROBE, str(tmp_path / "logs")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def loaded() -> set[str]:
+        proc.stdin.write("dump\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        assert line.startswith("MODULES "), line
+        return set(json.loads(line.removeprefix("MODULES ")))
+
+    try:
+        ready = proc.stdout.readline()
+        match = re.search(r"kafkalite ready: .* listening on PLAINTEXT://(127\.0\.0\.1:\d+)", ready)
+        assert match is not None, ready
+        bootstrap = match.group(1)
+        at_ready = loaded()
+        assert {"kafkalite.server.broker", "kafka.protocol.api_message", "kafkalite.protocol.inter_broker"} <= at_ready
+        not_yet = {"kafkalite.server.handlers.create_topics", "kafkalite.server.handlers.describe_configs",
+                   "kafkalite.server.handlers.produce", "kafkalite.server.handlers.fetch",
+                   "kafkalite.server.handlers.join_group", "kafka.protocol.admin.topics", "kafka.protocol.admin.acl",
+                   "kafka.protocol.admin.configs", "kafka.protocol.admin.cluster", "kafka.protocol.admin.users",
+                   "kafka.protocol.admin.groups", "kafka.protocol.consumer.group", "kafka.protocol.producer.produce"}
+        assert at_ready.isdisjoint(not_yet), sorted(at_ready & not_yet)
+
+        with RawClient(bootstrap) as c:
+            assert c.api_versions() == {key: (low, high) for key, low, high in HANDLER_VERSIONS.values()}
+        assert loaded().isdisjoint(not_yet)
+
+        create_topic(bootstrap, "lazy", 2)
+        after = loaded()
+        assert {"kafkalite.server.handlers.create_topics", "kafka.protocol.admin.topics",
+                "kafkalite.server.handlers.metadata"} <= after
+        assert sorted(after & not_yet) == ["kafka.protocol.admin.topics", "kafkalite.server.handlers.create_topics"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "shut down cleanly" in err

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
-from kafka.protocol.producer import WriteTxnMarkersRequest
+from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
 
 from kafkalite.network.inter_broker_connections import InterBrokerConnections
 from kafkalite.protocol.errors import ErrorCode

@@ -22,7 +22,8 @@ from collections import OrderedDict
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest
 
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.config.server_config import KafkaConfig

@@ -5,7 +5,7 @@ INVALID_PRODUCER_EPOCH before v2. v4 (KIP-890 part 1) only announces that the cl
 TRANSACTION_ABORTABLE, which Kafka 3.9's coordinator never answers here: v4 is answered as v3."""
 from __future__ import annotations
 
-from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from kafka.protocol.producer.transaction import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 from kafkalite.coordinator.group.types import GROUP_METADATA_TOPIC_NAME
 from kafkalite.network.socket_server import CloseConnection

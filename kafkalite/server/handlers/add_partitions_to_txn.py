@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode

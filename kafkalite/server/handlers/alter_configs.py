@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Awaitable, Callable
 
-from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
+from kafka.protocol.admin.configs import AlterConfigsRequest, AlterConfigsResponse
 
 from kafkalite.config.dynamic_broker_config import DynamicConfigError, PasswordConfigError
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError

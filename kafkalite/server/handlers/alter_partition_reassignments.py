@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kafka.protocol.admin import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+from kafka.protocol.admin.topics import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.protocol.errors import ErrorCode

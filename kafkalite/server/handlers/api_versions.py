@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsResponse
+from kafka.protocol.admin.topics import CreatePartitionsRequest, CreatePartitionsResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec

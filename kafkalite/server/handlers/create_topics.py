@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin.topics import CreateTopicsRequest, CreateTopicsResponse
 
 from kafkalite.config.broker_configs import BrokerConfigView
 from kafkalite.cluster.topic_record import NewTopic, TopicRecord

@@ -3,7 +3,7 @@
 does not exist. Each group id is answered once."""
 from __future__ import annotations
 
-from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DeleteGroupsResponse
 
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext

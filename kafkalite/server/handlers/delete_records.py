@@ -8,7 +8,7 @@ replica's log start offset reached the requested offset (the leader's low waterm
 DelayedDeleteRecords."""
 from __future__ import annotations
 
-from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
+from kafka.protocol.admin.topics import DeleteRecordsRequest, DeleteRecordsResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition

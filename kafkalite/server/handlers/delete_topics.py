@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from typing import Optional
 
-from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
+from kafka.protocol.admin.topics import DeleteTopicsRequest, DeleteTopicsResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec

@@ -7,7 +7,7 @@ when asked for: with no authorizer every operation the CLUSTER resource supports
 ever fenced here (v2's IsFenced is false, IncludeFencedBrokers changes nothing)."""
 from __future__ import annotations
 
-from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
+from kafka.protocol.admin.configs import DescribeConfigsRequest, DescribeConfigsResponse
 
 from kafkalite.config.broker_configs import BrokerConfigView, ConfigEntry
 from kafkalite.config.properties import parse_java_integer

@@ -5,7 +5,7 @@ v3 adds authorized operations (with no authorizer: every operation a group suppo
 DELETE, DESCRIBE), v4 the members' group instance ids."""
 from __future__ import annotations
 
-from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
+from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec

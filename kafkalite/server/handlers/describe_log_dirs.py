@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
+from kafka.protocol.admin.cluster import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
 
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode

@@ -2,7 +2,7 @@
 (NOT_COORDINATOR for others, TRANSACTIONAL_ID_NOT_FOUND (105) for unknown ids)."""
 from __future__ import annotations
 
-from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
+from kafka.protocol.admin.transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.server.handler import ApiSpec

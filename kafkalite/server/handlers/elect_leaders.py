@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
+from kafka.protocol.admin.topics import ElectLeadersRequest, ElectLeadersResponse
 
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.protocol.errors import ErrorCode

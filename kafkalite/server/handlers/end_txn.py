@@ -6,7 +6,7 @@ v4 (KIP-890 part 1) only tells the broker the client understands TRANSACTION_ABO
 transaction, KIP-890 part 2) is not implemented."""
 from __future__ import annotations
 
-from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
+from kafka.protocol.producer.transaction import EndTxnRequest, EndTxnResponse
 
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Optional
 
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 
 from kafkalite.log.errors import UnsupportedCompressionTypeError
 from kafkalite.log.log import FetchDataInfo

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from kafkalite.coordinator.group.types import GROUP_METADATA_TOPIC_NAME
 from kafkalite.coordinator.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC_NAME

@@ -2,7 +2,7 @@
 one is parked); REBALANCE_IN_PROGRESS tells the member to rejoin."""
 from __future__ import annotations
 
-from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
+from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
 
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext

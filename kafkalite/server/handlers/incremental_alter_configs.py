@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Container, Optional
 
-from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+from kafka.protocol.admin.configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 from kafkalite.config.broker_configs import BrokerConfigView
 from kafkalite.config.kafka_config_def import KAFKA_BROKER_CONFIG_TYPES

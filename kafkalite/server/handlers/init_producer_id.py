@@ -8,7 +8,7 @@ before v4 get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED.
 """
 from __future__ import annotations
 
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec

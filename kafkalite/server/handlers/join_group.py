@@ -8,7 +8,7 @@ protocol type; v8 a reason; v9 SkipAssignment for a static leader rejoining a st
 """
 from __future__ import annotations
 
-from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
+from kafka.protocol.consumer.group import JoinGroupRequest, JoinGroupResponse
 
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext

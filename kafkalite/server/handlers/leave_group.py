@@ -3,7 +3,7 @@ from v3, where an empty member id with a group instance id removes that static m
 tools do). Before v3 the single member's error is the response's error."""
 from __future__ import annotations
 
-from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse
+from kafka.protocol.consumer.group import LeaveGroupRequest, LeaveGroupResponse
 
 from kafkalite.coordinator.group.group_coordinator import MemberIdentity
 from kafkalite.protocol.errors import ErrorCode

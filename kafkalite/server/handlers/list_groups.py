@@ -4,7 +4,7 @@ and a type filter. While a `__consumer_offsets` partition is loading the groups 
 listed with COORDINATOR_LOAD_IN_PROGRESS, as in Kafka."""
 from __future__ import annotations
 
-from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
+from kafka.protocol.admin.groups import ListGroupsRequest, ListGroupsResponse
 
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.replica.partition import TopicPartition

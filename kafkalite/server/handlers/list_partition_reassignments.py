@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from kafka.protocol.admin import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
+from kafka.protocol.admin.topics import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.protocol.errors import ErrorCode

@@ -4,7 +4,7 @@ Unknown state names are echoed in unknown_state_filters; while a partition loads
 COORDINATOR_LOAD_IN_PROGRESS."""
 from __future__ import annotations
 
-from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
+from kafka.protocol.admin.transactions import ListTransactionsRequest, ListTransactionsResponse
 
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext

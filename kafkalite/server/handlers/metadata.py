@@ -7,7 +7,7 @@ import struct
 import uuid
 from typing import Optional
 
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from kafkalite.cluster.metadata_cache import TopicInfo
 from kafkalite.cluster.topic_record import NewTopic

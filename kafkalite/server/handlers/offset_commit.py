@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Optional
 
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
 
 from kafkalite.coordinator.group.types import OffsetAndMetadata
 from kafkalite.protocol.errors import ErrorCode

@@ -4,7 +4,7 @@ a consumer group with members keeps those of topics it subscribes to
 of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; a group-level error empties the answer."""
 from __future__ import annotations
 
-from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
+from kafka.protocol.consumer.group import OffsetDeleteRequest, OffsetDeleteResponse
 
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec

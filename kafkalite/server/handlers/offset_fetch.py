@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Optional
 
-from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 
 from kafkalite.coordinator.group.group_coordinator import INVALID_OFFSET, NO_METADATA, OffsetFetchPartitionData
 from kafkalite.protocol.errors import ErrorCode

@@ -2,7 +2,7 @@
 cache. Consumers use it to validate their position after a leader change (KIP-320)."""
 from __future__ import annotations
 
-from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
 from kafkalite.replica.partition import TopicPartition

@@ -10,7 +10,7 @@ import struct
 import time
 from typing import Callable, Optional
 
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.append_policy import CODECS

@@ -3,7 +3,7 @@ wait until the leader's assignment is stored. From v5 the protocol type and name
 must match the group's (INCONSISTENT_GROUP_PROTOCOL otherwise)."""
 from __future__ import annotations
 
-from kafka.protocol.consumer import SyncGroupRequest, SyncGroupResponse
+from kafka.protocol.consumer.group import SyncGroupRequest, SyncGroupResponse
 
 from kafkalite.coordinator.group.group_metadata import SyncGroupResult
 from kafkalite.protocol.errors import ErrorCode

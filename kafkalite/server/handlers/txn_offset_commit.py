@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 
-from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from kafka.protocol.producer.transaction import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from kafkalite.coordinator.group.types import OffsetAndMetadata
 from kafkalite.network.socket_server import CloseConnection

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 from kafkalite.coordinator.transaction.txn_marker_writer import write_txn_markers
 from kafkalite.network.socket_server import CloseConnection
