@@ -52,6 +52,7 @@ def test_handler_versions_are_each_modules_own() -> None:
     own = {name: (m.API_KEY, m.MIN_VERSION, m.MAX_VERSION) for name, m in modules.items() if hasattr(m, "API_KEY")}
     assert own == HANDLER_VERSIONS
     assert len(own) == 43 and len({key for key, _, _ in own.values()}) == 43
+    assert {key for key, _, _ in own.values()} <= set(API_MODULES)    # every served API has its classes
 
 
 _ENCODINGS = """
