@@ -38,7 +38,7 @@ from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, Batch
                                         split_batches, stamped_header, validate_batch)
 from kafkalite.log.producer_snapshot import (CorruptSnapshotError, decode_snapshot, encode_snapshot,
                                              list_snapshots, read_snapshot_data, rename_if_same,
-                                             rename_snapshot, snapshot_file, snapshots_among,
+                                             rename_snapshot, snapshot_file, snapshot_names_among,
                                              write_snapshot_data)
 from kafkalite.log.transaction_index import AbortedTxn
 from kafkalite.log.log_offset_metadata import LogOffsetMetadata
@@ -309,23 +309,23 @@ class Log:
         same one the original append recorded. ``listed``: the names in the log's directory,
         when the caller has just listed it."""
         end = self._next_offset
-        snapshots = list_snapshots(self.dir) if listed is None else snapshots_among(self.dir, listed)
-        for off, path in list(snapshots.items()):
-            if off > end:
-                path.unlink(missing_ok=True)
-                del snapshots[off]
-        limit = min([end, *rebuild_txn_index])
+        # names, not Paths: a start-up rebuilds thousands of logs' state
+        dir_name = os.fspath(self.dir)
+        snapshots = snapshot_names_among(dir_name, _names_in(dir_name) if listed is None else listed)
+        for off in [o for o in snapshots if o > end]:
+            _unlink_missing_ok(os.path.join(dir_name, snapshots.pop(off)))
+        limit = min(end, *rebuild_txn_index) if rebuild_txn_index else end
         psm = ProducerStateManager()
         start = -1
         start_data = b""
         for off in sorted((o for o in snapshots if o <= limit), reverse=True):
             try:
-                start_data = read_snapshot_data(snapshots[off])
+                start_data = read_snapshot_data(os.path.join(dir_name, snapshots[off]))
                 entries = decode_snapshot(start_data)
             except CorruptSnapshotError as e:
                 log.warning("%s: deleting unusable producer snapshot %s: %s", self.name,
-                            snapshots[off].name, e)
-                snapshots.pop(off).unlink(missing_ok=True)
+                            snapshots[off], e)
+                _unlink_missing_ok(os.path.join(dir_name, snapshots.pop(off)))
                 continue
             for entry in entries:
                 psm.load_producer_entry(entry)
@@ -1281,6 +1281,20 @@ def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) ->
         seg.file.close()
         raise
     return seg
+
+
+def _names_in(dir: str) -> list[str]:
+    try:
+        return os.listdir(dir)
+    except FileNotFoundError:
+        return []
+
+
+def _unlink_missing_ok(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _files_in(dir: Path) -> set[str]:
