@@ -132,12 +132,21 @@ def read_small_file(path: str | os.PathLike[str]) -> bytes:
     return b"".join(chunks)
 
 
+_PARTITION_METADATA_HEAD = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: "
+
+
 def read_partition_metadata(dir: Path) -> uuid.UUID | None:
     """The topic id from ``partition.metadata``; None if the file does not exist."""
     try:
         text = read_small_file(os.path.join(dir, PARTITION_METADATA_FILE)).decode("ascii")
     except FileNotFoundError:
         return None
+    if text.startswith(_PARTITION_METADATA_HEAD) and text.endswith("\n"):
+        # the file as written (every log of a start-up): the id alone between the head and the
+        # last newline, in base64's URL-safe letters; anything else is parsed line by line
+        encoded = text[len(_PARTITION_METADATA_HEAD):-1]
+        if encoded.isascii() and encoded.replace("-", "").replace("_", "").isalnum():
+            return topic_id_from_string(encoded)
     fields: dict[str, str] = {}
     for line in text.splitlines():
         if ":" in line:

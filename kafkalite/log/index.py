@@ -221,9 +221,11 @@ class AbstractIndex(NamedFile):
                 # whole with one call, its length that of what was read: no fstat, no preads.
                 head = os.read(fd, _PROBE_READ)
                 if len(head) < _PROBE_READ:
-                    self._length = len(head)
-                    self._entries = _count_valid_slots(lambda slot: _unused_in(head, slot, size),
-                                                       self._length // size)
+                    self._length = n = len(head)
+                    n //= size
+                    # a trimmed file (most are): its last slot is its last entry
+                    self._entries = n if n and head.count(0, (n - 1) * size, n * size) != size \
+                        else _count_valid_slots(lambda slot: _unused_in(head, slot, size), n)
                     raw = head[(self._entries - 1) * size:self._entries * size] if self._entries else b""
                 else:
                     self._length = os.fstat(fd).st_size

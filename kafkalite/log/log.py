@@ -194,7 +194,8 @@ def _base_offset_of(name: str) -> int | None:
 class Log:
     def __init__(self, dir: Path, config: LogConfig, segments: list[LogSegment], *,
                  log_start_offset: int, recovery_point: int, log_end_offset: int,
-                 now_ms: int, has_partition_metadata: bool = True) -> None:
+                 now_ms: int, has_partition_metadata: bool = True,
+                 topic_partition: tuple[str, int] | None = None) -> None:
         self.dir = dir
         self.update_config(config)
         self._segments = segments
@@ -227,10 +228,13 @@ class Log:
         # are renamed ``.deleted`` and removed after file.delete.delay.ms (None: removed at once).
         self.segment_deleter: SegmentDeleter | None = None
         self.flush_timer: FlushTimer | None = None
-        try:
-            self.topic, self.partition = parse_topic_partition(dir.name)
-        except ValueError:
-            self.topic, self.partition = dir.name, -1
+        if topic_partition is not None:     # parsed by the caller (the log manager's load)
+            self.topic, self.partition = topic_partition
+        else:
+            try:
+                self.topic, self.partition = parse_topic_partition(dir.name)
+            except ValueError:
+                self.topic, self.partition = dir.name, -1
         self._topic_id: uuid.UUID | None = None
         try:
             if has_partition_metadata:
@@ -242,10 +246,11 @@ class Log:
     @classmethod
     def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0,
              log_start_offset: int = 0, had_clean_shutdown: bool = False,
-             now_ms: int | None = None) -> "Log":
+             now_ms: int | None = None, topic_partition: tuple[str, int] | None = None) -> "Log":
         """Load (and if needed recover) the log in ``dir``, creating the directory if absent.
 
         Synchronous and possibly slow (recovery re-reads data): run it off the event loop.
+        ``topic_partition``: ``dir``'s name already parsed (:func:`parse_topic_partition`).
         """
         now = _wall_ms() if now_ms is None else now_ms
         if not isinstance(dir, Path):
@@ -285,7 +290,7 @@ class Log:
         rp = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
         self = cls(dir, config, segments, log_start_offset=start, recovery_point=rp,
                    log_end_offset=log_end_offset, now_ms=now,
-                   has_partition_metadata=PARTITION_METADATA_FILE in files)
+                   has_partition_metadata=PARTITION_METADATA_FILE in files, topic_partition=topic_partition)
         # INFO for a log recovered after a crash, as Kafka logs it for every log; a clean
         # restart of thousands of logs would only repeat it
         level = logging.DEBUG if had_clean_shutdown else logging.INFO
