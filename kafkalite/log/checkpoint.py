@@ -111,17 +111,28 @@ def write_partition_metadata(dir: Path, topic_id: uuid.UUID, *, sync: bool = Tru
     atomic_write(dir / PARTITION_METADATA_FILE, data, sync=sync)
 
 
+_SMALL_READ = 65536
+
+
 def read_small_file(path: str | os.PathLike[str]) -> bytes:
     """A small file's bytes through the descriptor alone (``Path.read_bytes`` adds an fstat, an
     ioctl, lseeks and buffer objects per file: a start-up reads thousands of these files)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
+        # a read of a regular file returns less than asked only at its end: a file shorter than
+        # the buffer is read with one call, not two (the second would only confirm the end)
+        data = os.read(fd, _SMALL_READ)
+        if len(data) < _SMALL_READ:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, _SMALL_READ):
             chunks.append(chunk)
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+_PARTITION_METADATA_HEAD = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: "
 
 
 def read_partition_metadata(dir: Path) -> uuid.UUID | None:
@@ -130,6 +141,12 @@ def read_partition_metadata(dir: Path) -> uuid.UUID | None:
         text = read_small_file(os.path.join(dir, PARTITION_METADATA_FILE)).decode("ascii")
     except FileNotFoundError:
         return None
+    if text.startswith(_PARTITION_METADATA_HEAD) and text.endswith("\n"):
+        # the file as written (every log of a start-up): the id alone between the head and the
+        # last newline, in base64's URL-safe letters; anything else is parsed line by line
+        encoded = text[len(_PARTITION_METADATA_HEAD):-1]
+        if encoded.isascii() and encoded.replace("-", "").replace("_", "").isalnum():
+            return topic_id_from_string(encoded)
     fields: dict[str, str] = {}
     for line in text.splitlines():
         if ":" in line:

@@ -26,6 +26,7 @@ import struct
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 from kafkalite.fileio import NamedFile
 from kafkalite.log.errors import CorruptIndexError, KafkaStorageError
@@ -109,6 +110,31 @@ def _unmap_retired_locked() -> None:
         _retired[:] = [m for m in _retired if not m._try_unmap()]
 
 
+# An index file up to this long is probed with one read of the whole file.
+_PROBE_READ = 4096
+
+
+def _count_valid_slots(is_unused: Callable[[int], bool], n: int) -> int:
+    """Entries among ``n`` slots: all when the last is used, else all minus the zero-filled
+    tail (a preallocated file never trimmed), found by binary search."""
+    if n == 0 or not is_unused(n - 1):
+        return n
+    lo, hi = 1, n - 1      # find the first unused slot in [1, n - 1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if is_unused(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo == 1 and is_unused(0):
+        return 0
+    return lo
+
+
+def _unused_in(data: bytes, slot: int, size: int) -> bool:
+    return data.count(0, slot * size, (slot + 1) * size) == size
+
+
 class AbstractIndex(NamedFile):
     ENTRY: struct.Struct  # set by subclasses
     entry_size: int
@@ -189,18 +215,29 @@ class AbstractIndex(NamedFile):
             self._present = False
         else:
             self._present = True
+            size = self.entry_size
             try:
-                self._length = os.fstat(fd).st_size
-                size = self.entry_size
-                n = self._length // size
-                # a trimmed file (most are): its last slot is its last entry, one pread
-                raw = os.pread(fd, size, (n - 1) * size) if n else b""
-                if n and raw != bytes(size):
-                    self._entries = n
+                # A small file (an active segment's trimmed index, most at start-up) is read
+                # whole with one call, its length that of what was read: no fstat, no preads.
+                head = os.read(fd, _PROBE_READ)
+                if len(head) < _PROBE_READ:
+                    self._length = n = len(head)
+                    n //= size
+                    # a trimmed file (most are): its last slot is its last entry
+                    self._entries = n if n and head.count(0, (n - 1) * size, n * size) != size \
+                        else _count_valid_slots(lambda slot: _unused_in(head, slot, size), n)
+                    raw = head[(self._entries - 1) * size:self._entries * size] if self._entries else b""
                 else:
-                    self._entries = self._count_valid_entries(fd, self._length)
-                    raw = os.pread(fd, size, (self._entries - 1) * size) if self._entries else b""
-                first = os.pread(fd, size, 0) if self._entries > 1 else raw
+                    self._length = os.fstat(fd).st_size
+                    n = self._length // size
+                    # a trimmed file (most are): its last slot is its last entry, one pread
+                    raw = os.pread(fd, size, (n - 1) * size) if n else b""
+                    if n and raw != bytes(size):
+                        self._entries = n
+                    else:
+                        self._entries = self._count_valid_entries(fd, self._length)
+                        raw = os.pread(fd, size, (self._entries - 1) * size) if self._entries else b""
+                first = head[:size] if self._entries > 1 else raw
             finally:
                 os.close(fd)
             self._probed_last = self.ENTRY.unpack(raw) if len(raw) == self.entry_size else None
@@ -265,19 +302,7 @@ class AbstractIndex(NamedFile):
         """Entries of a pre-existing file: every whole entry when the last one is used (a
         trimmed index: one pread, as Kafka counts them from the size), else all minus the
         zero-filled tail of a preallocated file never trimmed (a crash), by binary search."""
-        n = length // self.entry_size
-        if n == 0 or not self._is_unused(fd, n - 1):
-            return n
-        lo, hi = 1, n - 1      # find the first unused slot in [1, n - 1]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._is_unused(fd, mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo == 1 and self._is_unused(fd, 0):
-            return 0
-        return lo
+        return _count_valid_slots(lambda slot: self._is_unused(fd, slot), length // self.entry_size)
 
     def _is_unused(self, fd: int, slot: int) -> bool:
         size = self.entry_size

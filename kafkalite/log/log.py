@@ -38,7 +38,7 @@ from kafkalite.log.record_batch import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, Batch
                                         split_batches, stamped_header, validate_batch)
 from kafkalite.log.producer_snapshot import (CorruptSnapshotError, decode_snapshot, encode_snapshot,
                                              list_snapshots, read_snapshot_data, rename_if_same,
-                                             rename_snapshot, snapshot_file, snapshots_among,
+                                             rename_snapshot, snapshot_file, snapshot_names_among,
                                              write_snapshot_data)
 from kafkalite.log.transaction_index import AbortedTxn
 from kafkalite.log.log_offset_metadata import LogOffsetMetadata
@@ -194,7 +194,8 @@ def _base_offset_of(name: str) -> int | None:
 class Log:
     def __init__(self, dir: Path, config: LogConfig, segments: list[LogSegment], *,
                  log_start_offset: int, recovery_point: int, log_end_offset: int,
-                 now_ms: int, has_partition_metadata: bool = True) -> None:
+                 now_ms: int, has_partition_metadata: bool = True,
+                 topic_partition: tuple[str, int] | None = None) -> None:
         self.dir = dir
         self.update_config(config)
         self._segments = segments
@@ -227,10 +228,13 @@ class Log:
         # are renamed ``.deleted`` and removed after file.delete.delay.ms (None: removed at once).
         self.segment_deleter: SegmentDeleter | None = None
         self.flush_timer: FlushTimer | None = None
-        try:
-            self.topic, self.partition = parse_topic_partition(dir.name)
-        except ValueError:
-            self.topic, self.partition = dir.name, -1
+        if topic_partition is not None:     # parsed by the caller (the log manager's load)
+            self.topic, self.partition = topic_partition
+        else:
+            try:
+                self.topic, self.partition = parse_topic_partition(dir.name)
+            except ValueError:
+                self.topic, self.partition = dir.name, -1
         self._topic_id: uuid.UUID | None = None
         try:
             if has_partition_metadata:
@@ -242,10 +246,11 @@ class Log:
     @classmethod
     def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0,
              log_start_offset: int = 0, had_clean_shutdown: bool = False,
-             now_ms: int | None = None) -> "Log":
+             now_ms: int | None = None, topic_partition: tuple[str, int] | None = None) -> "Log":
         """Load (and if needed recover) the log in ``dir``, creating the directory if absent.
 
         Synchronous and possibly slow (recovery re-reads data): run it off the event loop.
+        ``topic_partition``: ``dir``'s name already parsed (:func:`parse_topic_partition`).
         """
         now = _wall_ms() if now_ms is None else now_ms
         if not isinstance(dir, Path):
@@ -285,7 +290,7 @@ class Log:
         rp = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
         self = cls(dir, config, segments, log_start_offset=start, recovery_point=rp,
                    log_end_offset=log_end_offset, now_ms=now,
-                   has_partition_metadata=PARTITION_METADATA_FILE in files)
+                   has_partition_metadata=PARTITION_METADATA_FILE in files, topic_partition=topic_partition)
         # INFO for a log recovered after a crash, as Kafka logs it for every log; a clean
         # restart of thousands of logs would only repeat it
         level = logging.DEBUG if had_clean_shutdown else logging.INFO
@@ -309,23 +314,23 @@ class Log:
         same one the original append recorded. ``listed``: the names in the log's directory,
         when the caller has just listed it."""
         end = self._next_offset
-        snapshots = list_snapshots(self.dir) if listed is None else snapshots_among(self.dir, listed)
-        for off, path in list(snapshots.items()):
-            if off > end:
-                path.unlink(missing_ok=True)
-                del snapshots[off]
-        limit = min([end, *rebuild_txn_index])
+        # names, not Paths: a start-up rebuilds thousands of logs' state
+        dir_name = os.fspath(self.dir)
+        snapshots = snapshot_names_among(dir_name, _names_in(dir_name) if listed is None else listed)
+        for off in [o for o in snapshots if o > end]:
+            _unlink_missing_ok(os.path.join(dir_name, snapshots.pop(off)))
+        limit = min(end, *rebuild_txn_index) if rebuild_txn_index else end
         psm = ProducerStateManager()
         start = -1
         start_data = b""
         for off in sorted((o for o in snapshots if o <= limit), reverse=True):
             try:
-                start_data = read_snapshot_data(snapshots[off])
+                start_data = read_snapshot_data(os.path.join(dir_name, snapshots[off]))
                 entries = decode_snapshot(start_data)
             except CorruptSnapshotError as e:
                 log.warning("%s: deleting unusable producer snapshot %s: %s", self.name,
-                            snapshots[off].name, e)
-                snapshots.pop(off).unlink(missing_ok=True)
+                            snapshots[off], e)
+                _unlink_missing_ok(os.path.join(dir_name, snapshots.pop(off)))
                 continue
             for entry in entries:
                 psm.load_producer_entry(entry)
@@ -1281,6 +1286,20 @@ def _new_segment(dir: Path, base_offset: int, config: LogConfig, now_ms: int) ->
         seg.file.close()
         raise
     return seg
+
+
+def _names_in(dir: str) -> list[str]:
+    try:
+        return os.listdir(dir)
+    except FileNotFoundError:
+        return []
+
+
+def _unlink_missing_ok(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _files_in(dir: Path) -> set[str]:

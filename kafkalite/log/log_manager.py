@@ -300,7 +300,7 @@ class LogManager:
             lg = Log.open(child, configs.get(key[0], self.default_config),
                           recovery_point=recovery_points.get(key, 0),
                           log_start_offset=log_start_offsets.get(key, 0),
-                          had_clean_shutdown=clean, now_ms=now)
+                          had_clean_shutdown=clean, now_ms=now, topic_partition=key)
             completed = next(loaded_count)
             if log.isEnabledFor(completed_level):   # its arguments cost more than the check
                 log.log(completed_level, "Completed load of Log(dir=%s, topic=%s, partition=%d, recoveryPoint=%d) "

@@ -59,15 +59,23 @@ def list_snapshots(dir: Path) -> dict[int, Path]:
 def snapshots_among(dir: Path, names: Iterable[str]) -> dict[int, Path]:
     """:func:`list_snapshots` of ``names``, the files of ``dir`` already listed (a log's load
     lists its directory once)."""
-    found: dict[int, Path] = {}
+    return {off: dir / name for off, name in snapshot_names_among(dir, names).items()}
+
+
+def snapshot_names_among(dir: Path | str, names: Iterable[str]) -> dict[int, str]:
+    """:func:`snapshots_among` as file names (a start-up loads thousands of logs: no Path each)."""
+    found: dict[int, str] = {}
     for name in names:
-        if name.endswith(SNAPSHOT_SUFFIX + TEMP_SUFFIX):
-            (dir / name).unlink(missing_ok=True)
+        if not name.endswith(SNAPSHOT_SUFFIX):
+            if name.endswith(SNAPSHOT_SUFFIX + TEMP_SUFFIX):
+                try:
+                    os.unlink(os.path.join(dir, name))
+                except FileNotFoundError:
+                    pass
             continue
-        if name.endswith(SNAPSHOT_SUFFIX) and len(name) == 20 + len(SNAPSHOT_SUFFIX) \
-                and name[:20].isdigit():
-            found[int(name[:20])] = dir / name
-    return dict(sorted(found.items()))
+        if len(name) == 20 + len(SNAPSHOT_SUFFIX) and name[:20].isdigit():
+            found[int(name[:20])] = name
+    return dict(sorted(found.items())) if len(found) > 1 else found
 
 
 def _decrement_sequence(sequence: int, decrement: int) -> int:
@@ -117,7 +125,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     return out
 
 
-def read_snapshot_data(path: Path) -> bytes:
+def read_snapshot_data(path: str | os.PathLike[str]) -> bytes:
     """A snapshot file's bytes, not yet decoded (:func:`decode_snapshot`)."""
     try:
         return read_small_file(path)
@@ -170,5 +178,6 @@ def rename_if_same(old: Path, new: Path, data: bytes) -> bool:
 
 
 __all__ = ["SNAPSHOT_SUFFIX", "CorruptSnapshotError", "snapshot_file", "list_snapshots", "snapshots_among",
+           "snapshot_names_among",
            "encode_snapshot", "decode_snapshot", "read_snapshot", "read_snapshot_data", "write_snapshot",
            "write_snapshot_data", "rename_if_same", "rename_snapshot"]

@@ -219,3 +219,53 @@ def test_time_index_matches_model(tmp_path_factory: pytest.TempPathFactory, step
     for p in probes:
         assert idx.lookup(p) == expect(p)
     idx.close()
+
+
+@pytest.mark.parametrize("slots", [10, 600])            # 80 bytes: read whole; 4,800: fstat + preads
+@pytest.mark.parametrize("used", [0, 1, 2, 9, 10])
+@pytest.mark.parametrize("trimmed", [True, False])
+def test_probe_without_mapping_answers_as_the_mapped_index(tmp_path: Path, slots: int, used: int,
+                                                           trimmed: bool) -> None:
+    """The last entry, the first (sanity check) and fullness of an index read without mapping
+    it (a segment loaded at start-up) equal the mapped index's, for a file read with one call
+    and one read with preads, trimmed or with the zero tail of a crash."""
+    path = tmp_path / "00000000000000001000.index"
+    entries = b"".join(OffsetIndex.ENTRY.pack(3 * i + 1, 100 * (i + 1)) for i in range(used))
+    path.write_bytes(entries if trimmed else entries + bytes(8 * (slots - used)))
+    probed = OffsetIndex(path, BASE, 8 * slots)
+    last = probed.last_entry()
+    full = probed.is_full
+    probed.sanity_check(log_size=100 * used + 1)
+    assert not probed._loaded                # answered by the probe alone
+    assert last == ((BASE + 3 * (used - 1) + 1, 100 * used) if used else (BASE, 0))
+    mapped = OffsetIndex(path, BASE, 8 * slots)
+    assert (mapped.entries, mapped.last_entry(), mapped.is_full) == (used, last, full)
+    assert full == (trimmed or used == slots)
+    with pytest.raises(CorruptIndexError) if used else _no_error():
+        probed.sanity_check(log_size=100 * used)     # the last position is past the log's end
+    mapped.close()
+    probed.close()
+
+
+def _no_error():  # type: ignore[no-untyped-def]
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def test_probe_of_a_time_index_checks_its_first_entry_without_mapping(tmp_path: Path) -> None:
+    """A small time index whose last timestamp is below its first fails the sanity check read
+    from one read of the file, as the mapped one does."""
+    path = tmp_path / "00000000000000001000.timeindex"
+    tidx = TimeIndex(path, BASE, 12 * 10)
+    tidx.maybe_append(20_000, BASE + 1)
+    tidx.maybe_append(20_005, BASE + 3)
+    tidx.trim_to_valid_size()
+    tidx.close()
+    data = bytearray(path.read_bytes())
+    data[12:20] = (10_000).to_bytes(8, "big")      # the last timestamp below the first
+    path.write_bytes(bytes(data))
+    probed = TimeIndex(path, BASE, 12 * 10)
+    with pytest.raises(CorruptIndexError):
+        probed.sanity_check()
+    assert not probed._loaded
+    probed.close_handler()
