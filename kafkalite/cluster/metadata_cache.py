@@ -137,6 +137,10 @@ class MetadataCache:
         """`callback(change)` runs after every update, once the cache holds the new state."""
         self._listeners.append(callback)
 
+    def remove_listener(self, callback: MetadataListener) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
     def _notify(self, change: MetadataChange) -> None:
         self.generation += 1
         for listener in list(self._listeners):
