@@ -91,6 +91,7 @@ class KafkaServer:
         self.broker_id = config.broker_id
         self.started_at = time.monotonic()
         self.socket_server: Optional[SocketServer] = None
+        self.kafka_apis: Optional[KafkaApis] = None
         self.log_manager: Optional[LogManager] = None
         self.replica_manager: Optional[ReplicaManager] = None
         self.alter_partition_manager: Optional[AlterPartitionManager] = None
@@ -384,7 +385,7 @@ class KafkaServer:
             describe_producers.make(services),
         ]
         specs += self._inter_broker_specs(services)
-        apis = KafkaApis(specs)
+        apis = self.kafka_apis = KafkaApis(specs)
         self._schedule_maintenance()
         self._start_log_cleaner()
         self._add_reconfigurables()
@@ -576,6 +577,8 @@ class KafkaServer:
             self.replica_manager.complete_delayed_requests()
         if self.socket_server is not None:
             await self.socket_server.shutdown()
+        if self.kafka_apis is not None:
+            await self.kafka_apis.cancel_local_requests()   # the controller's, to this broker
         await self.scheduler.shutdown()
         if self.replica_manager is not None:
             if self.replica_manager.fetcher_manager is not None:

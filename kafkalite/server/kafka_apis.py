@@ -9,6 +9,7 @@ the exception's Kafka error code) on the same, still open, connection.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any, Optional, Union
@@ -27,6 +28,7 @@ from kafkalite.server.error_responses import error_response
 from kafkalite.server.fetch_response import UnsupportedShape, encode_fetch_response
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
+from kafkalite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 # Kafka's kafka.request.logger: one line per request at DEBUG
@@ -79,6 +81,7 @@ def decode_body(request_class: Any, body: memoryview, version: int) -> Any:
 class KafkaApis:
     def __init__(self, specs: list[ApiSpec]) -> None:
         self.specs: dict[int, ApiSpec] = {s.api_key: s for s in specs}
+        self._local_requests: set[asyncio.Task[Any]] = set()
 
     async def handle_frame(self, conn: ConnectionInfo, frame: memoryview) -> Optional[bytes | ResponseSend]:
         try:
@@ -119,7 +122,25 @@ class KafkaApis:
         requests to its own broker (a restart's LeaderAndIsr and UpdateMetadata name every
         partition; encoding them to decode them again in the same process is a second of work
         at 10,000 partitions). The response object is returned unencoded; a handler's failure
-        gives the API's error response, as over the wire."""
+        gives the API's error response, as over the wire. As a request read from a connection,
+        it runs to its end when the caller stops waiting (a controller that resigned mid-way
+        must not leave a LeaderAndIsr half applied); only `cancel_local_requests` (the broker's
+        shutdown, where the socket server cancels its connections) stops it."""
+        task = asyncio.get_running_loop().create_task(self._handle_request(request, api_version, client_id, conn))
+        self._local_requests.add(task)
+        task.add_done_callback(self._local_request_done)
+        return await asyncio.shield(task)
+
+    def _local_request_done(self, task: "asyncio.Task[Any]") -> None:
+        self._local_requests.discard(task)
+        if not task.cancelled():
+            task.exception()   # retrieved: a caller that stopped waiting does not make it "never retrieved"
+
+    async def cancel_local_requests(self) -> None:
+        for task in list(self._local_requests):
+            await cancel_and_wait(task)
+
+    async def _handle_request(self, request: Any, api_version: int, client_id: str, conn: ConnectionInfo) -> Any:
         api_key = request.API_KEY
         spec = self.specs.get(api_key)
         msgs = messages_for(api_key)

@@ -183,3 +183,38 @@ def test_channel_calls_the_own_broker_handler_and_sends_to_others_over_the_netwo
     assert [(v, c) for v, c, _ in handled] == [(8, "controller-0")]
     assert handled[0][2] is not None and handled[0][2].broker_epoch == 100
     assert answers == [(0, ErrorCode.NONE)]
+
+
+def test_a_local_request_runs_to_its_end_when_the_controller_stops_waiting() -> None:
+    """As a request read from a connection: the controller resigning mid-way (its sender
+    cancelled) must not leave a LeaderAndIsr half applied; the broker's shutdown cancels it."""
+    from kafkalite.server.handler import ApiSpec
+
+    async def run() -> list[str]:
+        steps: list[str] = []
+        release = asyncio.Event()
+
+        async def handle(ctx: Any, req: Any) -> Any:
+            steps.append("started")
+            await release.wait()
+            steps.append("finished")
+            return messages_for(req.API_KEY).response[ctx.api_version](error_code=ErrorCode.NONE)
+        apis = KafkaApis([ApiSpec(update_metadata.API_KEY, 0, 8, handle)])
+        conn = ConnectionInfo("controller-0-local", "PLAINTEXT", "localhost", 0)
+        request = next(r for _, r, _ in failover_requests() if r.API_KEY == update_metadata.API_KEY)
+        caller = asyncio.create_task(apis.handle_request(request, 8, "controller-0", conn))
+        await asyncio.sleep(0.01)
+        caller.cancel()
+        await asyncio.sleep(0.01)
+        steps.append(f"caller cancelled {caller.cancelled()}")
+        release.set()
+        await asyncio.sleep(0.01)
+        release.clear()
+        pending = asyncio.create_task(apis.handle_request(request, 8, "controller-0", conn))
+        await asyncio.sleep(0.01)
+        await apis.cancel_local_requests()
+        await asyncio.sleep(0)
+        steps.append(f"after shutdown: caller done {pending.done()}, left {len(apis._local_requests)}")
+        return steps
+    assert asyncio.run(run()) == ["started", "caller cancelled True", "finished", "started",
+                                  "after shutdown: caller done True, left 0"]
