@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Optional, Union
 
 from kafkalite.cluster.metadata_cache import BrokerInfo
-from kafkalite.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager, OwnBrokerHandler
+from kafkalite.controller.channel_manager import (ControllerBrokerRequestBatch, ControllerChannelManager,
+                                                 OwnBrokerHandler)
 from kafkalite.controller.controller_context import ControllerContext, PartitionAndReplica, ReplicaAssignment
 from kafkalite.controller.election import (ControlledShutdownPartitionLeaderElectionStrategy,
                                            OfflinePartitionLeaderElectionStrategy,

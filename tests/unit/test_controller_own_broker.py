@@ -31,8 +31,8 @@ TOPIC_A, TOPIC_B = uuid.UUID(int=0xA), uuid.UUID(int=0xB)
 
 
 def broker(b: int) -> BrokerInfo:
-    return BrokerInfo(b, (BrokerEndpoint("PLAINTEXT", f"h{b}", 9090 + b, 0), BrokerEndpoint("INTERNAL", f"i{b}", 9190 + b, 0)),
-                      rack=f"r{b}" if b != 1 else None)
+    return BrokerInfo(b, (BrokerEndpoint("PLAINTEXT", f"h{b}", 9090 + b, 0),
+                          BrokerEndpoint("INTERNAL", f"i{b}", 9190 + b, 0)), rack=f"r{b}" if b != 1 else None)
 
 
 class CapturingChannel(ControllerChannelManager):
