@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, NamedTuple, Optional
 
 from kafkalite.cluster.topic_partition import TopicPartition
 from kafkalite.cluster.topic_validation import is_internal
@@ -53,8 +53,9 @@ class BrokerInfo:
         return None
 
 
-@dataclass(frozen=True)
-class PartitionInfo:
+class PartitionInfo(NamedTuple):
+    # named tuples, this and UpdateMetadataPartitionState: an UpdateMetadata of a restart makes
+    # 10,000 of each (a frozen dataclass is built ~5x slower)
     partition: int
     leader: int
     leader_epoch: int
@@ -73,8 +74,7 @@ class TopicInfo:
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class UpdateMetadataPartitionState:
+class UpdateMetadataPartitionState(NamedTuple):
     """One partition of an UpdateMetadata request (Kafka's UpdateMetadataPartitionState)."""
     topic: str
     partition: int
@@ -137,6 +137,10 @@ class MetadataCache:
         """`callback(change)` runs after every update, once the cache holds the new state."""
         self._listeners.append(callback)
 
+    def remove_listener(self, callback: MetadataListener) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
     def _notify(self, change: MetadataChange) -> None:
         self.generation += 1
         for listener in list(self._listeners):
@@ -182,7 +186,6 @@ class MetadataCache:
 
         added = 0
         for state in partition_states:
-            tp = TopicPartition(state.topic, state.partition)
             parts = partitions_of(state.topic)
             touched.add(state.topic)
             if state.leader == LEADER_DURING_DELETE:
@@ -192,12 +195,13 @@ class MetadataCache:
                         # a topic lives as long as one of its partitions does; its id goes with it
                         changed[state.topic] = None
                         self._topic_ids.pop(state.topic, None)
-                deleted[tp] = None
+                deleted[TopicPartition(state.topic, state.partition)] = None
             else:
                 if parts is None:
                     parts = changed[state.topic] = {}
                 parts[state.partition] = state.info()
-                deleted.pop(tp, None)
+                if deleted:
+                    deleted.pop(TopicPartition(state.topic, state.partition), None)
                 added += 1
 
         for name in touched:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Optional, Union
 
 from kafkalite.cluster.metadata_cache import BrokerInfo
-from kafkalite.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager
+from kafkalite.controller.channel_manager import (ControllerBrokerRequestBatch, ControllerChannelManager,
+                                                 OwnBrokerHandler)
 from kafkalite.controller.controller_context import ControllerContext, PartitionAndReplica, ReplicaAssignment
 from kafkalite.controller.election import (ControlledShutdownPartitionLeaderElectionStrategy,
                                            OfflinePartitionLeaderElectionStrategy,
@@ -61,6 +62,8 @@ class ControllerConfig:
     first_rebalance_check_delay_ms: int = 5000
     # how this broker's own controller reaches it (its bound inter-broker listener, over loopback)
     own_address: Optional[tuple[str, int]] = None
+    # the own broker's request handler, called directly instead of over loopback (channel_manager)
+    own_broker_handler: Optional[OwnBrokerHandler] = None
 
 
 # an election's outcome per partition: the new leader, or Kafka's error code and message
@@ -79,7 +82,8 @@ class KafkaController:
         self.events = ControllerEventManager(self.broker_id)
         self.channel = ControllerChannelManager(self.broker_id, config.inter_broker_listener,
                                                 config.controller_socket_timeout_ms,
-                                                own_address=config.own_address)
+                                                own_address=config.own_address,
+                                                own_broker_handler=config.own_broker_handler)
         self.batch = ControllerBrokerRequestBatch(
             self.broker_id, self.context, self.channel, config.inter_broker_listener,
             on_stop_replica_response=self._on_stop_replica_response,

@@ -17,7 +17,7 @@ from kafkalite.log.checkpoint import CheckpointError, read_offset_checkpoint, wr
 from kafkalite.log.errors import (CorruptRecordError, DecompressionError, KafkaStorageError,
                                   RecordBatchTooLargeError, RecordTooLargeError)
 from kafkalite.log.leader_epoch_cache import LeaderEpochCache
-from kafkalite.log.log import ORIGIN_CLIENT
+from kafkalite.log.log import ORIGIN_CLIENT, Log
 from kafkalite.log.log_offset_metadata import LogOffsetMetadata
 from kafkalite.log.record_batch import split_batches
 from kafkalite.log.log_manager import LogManager, log_delete_dir_name
@@ -199,7 +199,7 @@ class ReplicaManager:
         elif topic_id is not None and partition.log.topic_id is None:
             partition.log.assign_topic_id(topic_id)
             partition.topic_id = topic_id
-        if partition.log.config != config:
+        if partition.log.config is not config and partition.log.config != config:
             # Logs opened at start-up got the broker defaults; the topic's own overrides (from
             # the metadata store) apply from here on.
             partition.log.update_config(config)
@@ -328,21 +328,34 @@ class ReplicaManager:
                 config = configs[topic] = log_config_for(topic)
             return config
 
+        request_topic_ids: dict[str, Optional[uuid.UUID]] = {}
+
         def topic_id_of(topic: str) -> Optional[uuid.UUID]:
-            tid = topic_ids.get(topic)
-            return None if tid is None or tid == ZERO_UUID else tid
+            # once per topic: a UUID compares in Python, and a restart asks 10,000 times
+            if topic not in request_topic_ids:
+                tid = topic_ids.get(topic)
+                request_topic_ids[topic] = None if tid is None or tid == ZERO_UUID else tid
+            return request_topic_ids[topic]
 
         errors: dict[TopicPartition, ErrorCode] = {}
         to_lead: list[LeaderAndIsrPartitionState] = []
         to_follow: list[LeaderAndIsrPartitionState] = []
+        # the existing logs of the partitions not hosted yet (all of them at start-up)
+        unhosted_logs: dict[TopicPartition, Log] = {}
         for state in partition_states:
-            tp = state.tp
+            tp = TopicPartition(state.topic, state.partition)
             errors[tp] = ErrorCode.NONE     # keeps request order; overwritten below
             partition = self.partitions.get(tp)
-            current_epoch = partition.leader_epoch if partition is not None else -1
-            existing_log = partition.log if partition is not None else self.log_manager.get_log(tp)
+            if partition is not None:
+                current_epoch = partition.leader_epoch
+                existing_log: Optional[Log] = partition.log
+            else:
+                current_epoch = -1
+                existing_log = self.log_manager.get_log(tp)
+                if existing_log is not None:
+                    unhosted_logs[tp] = existing_log
             log_topic_id = existing_log.topic_id if existing_log is not None else None
-            request_topic_id = topic_id_of(tp.topic)
+            request_topic_id = topic_id_of(state.topic)
             if request_topic_id is not None and log_topic_id is not None and request_topic_id != log_topic_id:
                 log.error("Topic ID in memory: %s does not match the topic ID for partition %s received: %s.",
                           log_topic_id, tp, request_topic_id)
@@ -376,7 +389,8 @@ class ReplicaManager:
         # (each has files to create and fsync); registered here, on the loop.
         new_logs = [(st.topic, st.partition, config_of(st.topic), topic_id_of(st.topic))
                     for st in to_lead + to_follow
-                    if st.tp not in self.partitions and self.log_manager.get_log(st.tp) is None]
+                    if (tp := TopicPartition(st.topic, st.partition)) not in unhosted_logs
+                    and tp not in self.partitions]
         if new_logs:
             opened = yield OffLoop(self.log_manager.new_logs_opener(new_logs))
             for key, (log_dir, new_log) in opened.items():
@@ -384,8 +398,9 @@ class ReplicaManager:
                 self.log_manager.adopt_log(key, log_dir, new_log)
         # The leader-epoch checkpoints of the partitions made here (all of them at start-up) are
         # read together off the loop; nothing else writes them before their Partition exists.
-        epoch_dirs = [(st.tp, lg.dir) for st in to_lead + to_follow if st.tp not in self.partitions
-                      and (lg := self.log_manager.get_log(st.tp)) is not None]
+        epoch_dirs = [(tp, lg.dir) for st in to_lead + to_follow
+                      if (tp := TopicPartition(st.topic, st.partition)) not in self.partitions
+                      and (lg := self.log_manager.get_log(tp)) is not None]
         epoch_checkpoints: dict[TopicPartition, Optional[LeaderEpochCache]] = {}
         if epoch_dirs:
             epoch_checkpoints = yield OffLoop(lambda: {tp: LeaderEpochCache.load(d) for tp, d in epoch_dirs})
@@ -403,16 +418,17 @@ class ReplicaManager:
         became_leader: list[Partition] = []
         for state in to_lead:
             yield   # one partition per step
+            tp = TopicPartition(state.topic, state.partition)
             try:
-                p = self._get_or_create_partition(state.tp, topic_id_of(state.topic), config_of(state.topic),
-                                                  read_epoch_checkpoint_of(state.tp))
+                p = self._get_or_create_partition(tp, topic_id_of(state.topic), config_of(state.topic),
+                                                  read_epoch_checkpoint_of(tp))
                 if p.make_leader(state.leader_epoch, list(state.replicas), list(state.isr),
                                  state.partition_epoch, state.controller_epoch, epoch_line_level):
                     became_leader.append(p)
             except KafkaStorageError as e:
                 log.error("Skipped the become-leader state change for partition %s since the replica for the "
-                          "partition is offline due to storage error %s", state.tp, e)
-                errors[state.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                          "partition is offline due to storage error %s", tp, e)
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
         if summed_up:
             log.info("Applied the leader state of %d partitions from the LeaderAndIsr request of controller %d "
                      "epoch %d (each new leader epoch's line at DEBUG)", len(to_lead), controller_id,

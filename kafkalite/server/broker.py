@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Optional
 
 from kafkalite.config.broker_configs import broker_log_config
 from kafkalite.config.dynamic_broker_config import (LOG_CLEANER_CONFIGS, LOG_CONFIGS, DynamicBrokerConfig)
@@ -23,7 +23,7 @@ from kafkalite.coordinator.transaction.transaction_state_manager import Transact
 from kafkalite.log.cleaner_manager import CleanerConfig, LogCleaner
 from kafkalite.log.log_manager import LogManager
 from kafkalite.metrics.stats import EventLoopLagMonitor, RequestMetrics
-from kafkalite.network.socket_server import Endpoint, SocketServer
+from kafkalite.network.socket_server import ConnectionInfo, Endpoint, SocketServer
 from kafkalite.replica.alter_partition_manager import AlterPartitionManager, controller_endpoint_from
 from kafkalite.replica.fetcher.replica_fetcher_manager import ReplicaFetcherManager
 from kafkalite.replica.replica_manager import ReplicaManager
@@ -78,6 +78,7 @@ class KafkaServer:
         self.broker_id = config.broker_id
         self.started_at = time.monotonic()
         self.socket_server: Optional[SocketServer] = None
+        self.kafka_apis: Optional[KafkaApis] = None
         self.log_manager: Optional[LogManager] = None
         self.replica_manager: Optional[ReplicaManager] = None
         self.alter_partition_manager: Optional[AlterPartitionManager] = None
@@ -248,6 +249,14 @@ class KafkaServer:
         self.bound = await self.socket_server.bind()
 
         broker_info = BrokerInfo(self.broker_id, tuple(self._advertised(self.bound)), cfg.broker_rack)
+        # the controller's requests to this broker: handed to the handlers as objects, not
+        # encoded to be decoded again here (other brokers get them over the network)
+        own_connection = ConnectionInfo(f"controller-{self.broker_id}-local", cfg.inter_broker_listener(),
+                                        "localhost", 0, cfg.listener_protocols().get(cfg.inter_broker_listener(),
+                                                                                    "PLAINTEXT"))
+
+        def own_broker_handler(request: Any, api_version: int) -> Awaitable[Any]:
+            return apis.handle_request(request, api_version, f"controller-{self.broker_id}", own_connection)
         self.kafka_controller = KafkaController(
             ControllerConfig(
                 broker_id=self.broker_id, delete_topic_enable=cfg.delete_topic_enable,
@@ -257,7 +266,8 @@ class KafkaServer:
                 unclean_leader_election_enable=cfg.unclean_leader_election_enable,
                 inter_broker_listener=cfg.inter_broker_listener(),
                 controller_socket_timeout_ms=cfg.controller_socket_timeout_ms,
-                own_address=self._loopback_address(cfg.inter_broker_listener())),
+                own_address=self._loopback_address(cfg.inter_broker_listener()),
+                own_broker_handler=own_broker_handler),
             registration_of(broker_info, cfg.listener_protocols()), self.zk_store, self.zk,
             on_broker_epoch=self.broker_epoch.set)
         try:
@@ -335,7 +345,7 @@ class KafkaServer:
             "write_txn_markers", "describe_transactions", "list_transactions", "txn_offset_commit",
             "describe_producers")]
         specs += self._inter_broker_specs(services)
-        apis = KafkaApis(specs)
+        apis = self.kafka_apis = KafkaApis(specs)
         self._schedule_maintenance()
         self._start_log_cleaner()
         self._add_reconfigurables()
@@ -530,6 +540,8 @@ class KafkaServer:
             self.replica_manager.complete_delayed_requests()
         if self.socket_server is not None:
             await self.socket_server.shutdown()
+        if self.kafka_apis is not None:
+            await self.kafka_apis.cancel_local_requests()   # the controller's, to this broker
         await self.scheduler.shutdown()
         if self.replica_manager is not None:
             if self.replica_manager.fetcher_manager is not None:

@@ -75,11 +75,26 @@ async def wait_for_initial_metadata(controller: Any, cache: MetadataCache, alone
         led = controller.context.partition_leadership
         return all(cache.topic(tp.topic) is not None and tp.partition in cache.topic(tp.topic).partitions
                    for tp in led)
-    while not ready():
-        if asyncio.get_running_loop().time() > deadline:
-            log.warning("Started before the controller's metadata arrived; serving what is known so far")
-            return
-        await asyncio.sleep(0.005)
+    # checked every 5 ms and at once when the cache changes: the wake-up is queued by the
+    # UpdateMetadata that completes the start, ahead of the clients' requests that arrive with it
+    # (a Metadata for 10,000 partitions polled meanwhile would otherwise delay the check ~0.15 s)
+    loop = asyncio.get_running_loop()
+    changed = asyncio.Event()
+    listener = lambda _change: changed.set()  # noqa: E731
+    cache.add_listener(listener)
+    try:
+        while not ready():
+            if loop.time() > deadline:
+                log.warning("Started before the controller's metadata arrived; serving what is known so far")
+                return
+            changed.clear()
+            timer = loop.call_later(0.005, changed.set)
+            try:
+                await changed.wait()
+            finally:
+                timer.cancel()
+    finally:
+        cache.remove_listener(listener)
 
 
 async def internal_topic_records(zk: KafkaZkClient) -> dict[str, TopicRecord]:

@@ -9,6 +9,7 @@ the exception's Kafka error code) on the same, still open, connection.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any, Optional, Union
@@ -20,13 +21,14 @@ from kafkalite.log.log import FetchDataInfo
 from kafkalite.network.send import ResponseSend
 from kafkalite.network.socket_server import CloseConnection, ConnectionInfo
 from kafkalite.protocol.errors import ErrorCode, kafka_error_of
-from kafkalite.protocol.header import MalformedHeaderError, decode_request_header, peek_api
+from kafkalite.protocol.header import MalformedHeaderError, RequestHeader, decode_request_header, peek_api
 from kafkalite.protocol.messages import messages_for
 from kafkalite.server.encoded_response import EncodedResponse
 from kafkalite.server.error_responses import error_response
 from kafkalite.server.fetch_response import UnsupportedShape, encode_fetch_response
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
+from kafkalite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 # Kafka's kafka.request.logger: one line per request at DEBUG
@@ -79,6 +81,7 @@ def decode_body(request_class: Any, body: memoryview, version: int) -> Any:
 class KafkaApis:
     def __init__(self, specs: list[ApiSpec]) -> None:
         self.specs: dict[int, ApiSpec] = {s.api_key: s for s in specs}
+        self._local_requests: set[asyncio.Task[Any]] = set()
 
     async def handle_frame(self, conn: ConnectionInfo, frame: memoryview) -> Optional[bytes | ResponseSend]:
         try:
@@ -113,6 +116,43 @@ class KafkaApis:
             request_log.debug("Completed request:%s v%d (correlation id %d, client id %s) from connection %s;"
                               "totalTime:%.3fms", msgs.name, api_version, correlation_id, header.client_id,
                               conn.connection_id, (time.perf_counter() - started) * 1000)
+
+    async def handle_request(self, request: Any, api_version: int, client_id: str, conn: ConnectionInfo) -> Any:
+        """A request object handled as its frame would be, minus the codec: the controller's
+        requests to its own broker (a restart's LeaderAndIsr and UpdateMetadata name every
+        partition; encoding them to decode them again in the same process is a second of work
+        at 10,000 partitions). The response object is returned unencoded; a handler's failure
+        gives the API's error response, as over the wire. As a request read from a connection,
+        it runs to its end when the caller stops waiting (a controller that resigned mid-way
+        must not leave a LeaderAndIsr half applied); only `cancel_local_requests` (the broker's
+        shutdown, where the socket server cancels its connections) stops it."""
+        task = asyncio.get_running_loop().create_task(self._handle_request(request, api_version, client_id, conn))
+        self._local_requests.add(task)
+        task.add_done_callback(self._local_request_done)
+        return await asyncio.shield(task)
+
+    def _local_request_done(self, task: "asyncio.Task[Any]") -> None:
+        self._local_requests.discard(task)
+        if not task.cancelled():
+            task.exception()   # retrieved: a caller that stopped waiting does not make it "never retrieved"
+
+    async def cancel_local_requests(self) -> None:
+        for task in list(self._local_requests):
+            await cancel_and_wait(task)
+
+    async def _handle_request(self, request: Any, api_version: int, client_id: str, conn: ConnectionInfo) -> Any:
+        api_key = request.API_KEY
+        spec = self.specs.get(api_key)
+        msgs = messages_for(api_key)
+        if spec is None or msgs is None or not spec.supports(api_version):
+            raise CloseConnection(f"unsupported version {api_version} of api {api_key}")
+        header = RequestHeader(api_key, api_version, 0, client_id)
+        try:
+            return await spec.handler(RequestContext(header, conn), request)
+        except CloseConnection:
+            raise
+        except Exception as e:  # noqa: BLE001 - answered as handle_frame answers it
+            return self._error_response(e, msgs.name, api_key, api_version, 0, client_id, conn, request)
 
     async def _handle(self, spec: Any, name: str, header: Any, conn: ConnectionInfo, request: Any, api_key: int,
                       api_version: int, correlation_id: int) -> Optional[bytes | ResponseSend]:
