@@ -426,6 +426,26 @@ def test_pipelined_requests_answered_in_order(hb: BrokerProcess) -> None:
         assert time.monotonic() - t0 < 15
 
 
+def test_answered_response_is_not_held_behind_a_waiting_request(hb: BrokerProcess) -> None:
+    """Responses answered in one turn of the event loop leave in one write; one answered before a
+    pipelined request that waits (a fetch at the log end, max_wait 4 s) leaves at once."""
+    with RawClient(hb.bootstrap_servers) as c:
+        end = log_end(c, BASE_TOPIC, 2)
+        t0 = time.monotonic()
+        first = c.send(ApiVersionsRequest[0]())
+        waiting = c.send(c.fetch_request(BASE_TOPIC, 2, end, max_wait_ms=4000, min_bytes=1))
+        corr, resp = c.recv(timeout=15)
+        answered = time.monotonic() - t0
+        assert (corr, resp.error_code) == (first, 0)
+        corr, resp = c.recv(timeout=15)
+        waited = time.monotonic() - t0
+        assert corr == waiting
+        assert resp.responses[0].partitions[0].error_code == 0
+        assert resp.responses[0].partitions[0].records in (b"", None)
+        # generous: the first answer came long before the fetch's wait ended
+        assert answered < 2.0 and waited >= 3.5, (answered, waited)
+
+
 # --- survival -----------------------------------------------------------------------------------
 
 def test_after_all_abuse_clients_work_and_data_is_intact(hb: BrokerProcess, bystander: RawClient,
