@@ -91,7 +91,7 @@ BROKER_CONFIG_DOCS: dict[str, str] = {
     "broker.id": "This broker's id (kafkalite: 0 unless set).",
     "listeners": "Addresses the broker listens on, as NAME://host:port (PLAINTEXT only).",
     "advertised.listeners": "Addresses given to clients in Metadata; defaults to listeners.",
-    "log.dirs": "Directories holding the partition logs; without zookeeper.connect the first also holds kafkalite-zk.json.",
+    "log.dirs": "Directories holding the partition logs; without zookeeper.connect the first also holds the cluster metadata (kafkalite-zk.json and its transaction log kafkalite-zk.log).",
     "log.dir": "Log directory used when log.dirs is not set.",
     "num.partitions": "Partition count of topics created without one.",
     "default.replication.factor": "Replication factor of topics created without one.",
