@@ -804,3 +804,30 @@ def test_snapshot_text_is_the_json_of_the_document(rows: list, zxid: int) -> Non
     assert text.count("\n") == max(len(rows), 1) + 1     # (a tree always has its root)
     assert text.replace("\n", "") == json.dumps({"version": 1, "zxid": zxid, "nodes": doc_nodes},
                                                 separators=(",", ":"))
+
+
+def test_a_failed_fsync_after_the_log_is_emptied_leaves_a_loadable_log(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction empties the log after the snapshot is durable; when the log's fsync then
+    fails, later appends go to the emptied log (not after zeros up to its old size)."""
+    async def main() -> None:
+        s = LocalZNodeStore(tmp_path)
+        await s.start()
+        for i in range(5):
+            await s.create(f"/n{i}", b"x")
+        real_fsync = os.fsync
+
+        def failing_fsync(fd: int) -> None:
+            if fd == s._log_fd:
+                raise OSError(5, "Input/output error")
+            real_fsync(fd)
+        monkeypatch.setattr(os, "fsync", failing_fsync)
+        with pytest.raises(OSError):
+            await s._compact()
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        await s.create("/after", b"y")
+        await s.set("/n0", b"z")
+        expected = dump_tree(s)
+        s._close_log()             # a crash: no compaction at close
+        assert loaded_tree(tmp_path) == expected
+    run(main())

@@ -666,8 +666,11 @@ class LocalZNodeStore(ZNodeStore):
         self._write_snapshot(parts, zxid)
         if self._log_fd >= 0 and self._log_size:
             os.ftruncate(self._log_fd, 0)
-            os.fsync(self._log_fd)
+            # at once: a failing fsync below must not leave the next append cutting the file
+            # back to the old size (zeros a reload would read as damage); the snapshot is
+            # already durable, so a truncation lost in a crash only replays skipped records
             self._log_size = 0
+            os.fsync(self._log_fd)
 
     def _write_snapshot(self, parts: list[tuple], zxid: int) -> None:
         """In a worker thread: the file replaced whole (temp file, fsync, rename, directory fsync)."""
