@@ -82,6 +82,7 @@ class KafkaApis:
     def __init__(self, specs: list[ApiSpec]) -> None:
         self.specs: dict[int, ApiSpec] = {s.api_key: s for s in specs}
         self._local_requests: set[asyncio.Task[Any]] = set()
+        self._local_requests_closed = False
 
     async def handle_frame(self, conn: ConnectionInfo, frame: memoryview) -> Optional[bytes | ResponseSend]:
         try:
@@ -126,10 +127,20 @@ class KafkaApis:
         it runs to its end when the caller stops waiting (a controller that resigned mid-way
         must not leave a LeaderAndIsr half applied); only `cancel_local_requests` (the broker's
         shutdown, where the socket server cancels its connections) stops it."""
+        if self._local_requests_closed:
+            # as a connection to a broker whose socket server has shut down: the controller's
+            # sender retries until it stops, and no handler runs against closed managers
+            raise ConnectionRefusedError("the broker is shutting down")
         task = asyncio.get_running_loop().create_task(self._handle_request(request, api_version, client_id, conn))
         self._local_requests.add(task)
         task.add_done_callback(self._local_request_done)
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled() and self._local_requests_closed:
+                # stopped by the broker's shutdown, not the caller: a connection that closed
+                raise ConnectionResetError("the broker shut down during the request") from None
+            raise
 
     def _local_request_done(self, task: "asyncio.Task[Any]") -> None:
         self._local_requests.discard(task)
@@ -137,6 +148,7 @@ class KafkaApis:
             task.exception()   # retrieved: a caller that stopped waiting does not make it "never retrieved"
 
     async def cancel_local_requests(self) -> None:
+        self._local_requests_closed = True
         for task in list(self._local_requests):
             await cancel_and_wait(task)
 

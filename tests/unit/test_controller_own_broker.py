@@ -215,6 +215,13 @@ def test_a_local_request_runs_to_its_end_when_the_controller_stops_waiting() -> 
         await apis.cancel_local_requests()
         await asyncio.sleep(0)
         steps.append(f"after shutdown: caller done {pending.done()}, left {len(apis._local_requests)}")
+        # the controller's sender sees a connection that closed (it retries), not its own cancel
+        steps.append(type(pending.exception()).__name__)
+        try:
+            await apis.handle_request(request, 8, "controller-0", conn)
+        except ConnectionRefusedError:
+            steps.append("refused after shutdown")
         return steps
     assert asyncio.run(run()) == ["started", "caller cancelled True", "finished", "started",
-                                  "after shutdown: caller done True, left 0"]
+                                  "after shutdown: caller done True, left 0", "ConnectionResetError",
+                                  "refused after shutdown"]
