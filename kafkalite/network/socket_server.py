@@ -325,6 +325,7 @@ class SocketServer:
         for c in list(self._connections):
             if c.task is not None:
                 c.task.cancel()
+            c._flush_out()      # answers held for this turn of the loop still leave
             c.writer.close()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
