@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kafkalite.config.broker_configs import broker_log_config
 from kafkalite.config.dynamic_broker_config import (LOG_CLEANER_CONFIGS, LOG_CONFIGS, DynamicBrokerConfig)
@@ -255,8 +255,14 @@ class KafkaServer:
                                         "localhost", 0, cfg.listener_protocols().get(cfg.inter_broker_listener(),
                                                                                     "PLAINTEXT"))
 
-        def own_broker_handler(request: Any, api_version: int) -> Awaitable[Any]:
-            return apis.handle_request(request, api_version, f"controller-{self.broker_id}", own_connection)
+        metrics = None if cfg.kafkalite_metrics_prometheus_port is None else self.request_metrics
+
+        async def own_broker_handler(request: Any, api_version: int) -> Any:
+            started = time.perf_counter()
+            response = await apis.handle_request(request, api_version, f"controller-{self.broker_id}", own_connection)
+            if metrics is not None:   # counted as the same request over a connection would be
+                metrics.record(request.API_KEY, api_version, (time.perf_counter() - started) * 1000.0)
+            return response
         self.kafka_controller = KafkaController(
             ControllerConfig(
                 broker_id=self.broker_id, delete_topic_enable=cfg.delete_topic_enable,

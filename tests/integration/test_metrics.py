@@ -80,6 +80,21 @@ def test_endpoint_is_off_by_default(fresh_broker: BrokerProcess) -> None:
     assert listening_sockets(fresh_broker.proc.pid) == 1     # the Kafka listener only
 
 
+def test_the_controllers_requests_to_its_own_broker_are_counted(metrics_broker: tuple[BrokerProcess, str],
+                                                              topic_name: str) -> None:
+    """They reach the handlers without a connection, and are still Kafka's requests per API."""
+    b, url = metrics_broker
+    before = scrape(url)
+    create_topic(b.bootstrap_servers, topic_name, 1)
+
+    def delta(request: str) -> float:
+        return total(scrape(url), "kafka_network_requestmetrics_requests_total", request=request) - \
+            total(before, "kafka_network_requestmetrics_requests_total", request=request)
+    wait_until(lambda: delta("LeaderAndIsr") == 1 and delta("UpdateMetadata") == 1, timeout=10)
+    assert delta("LeaderAndIsr") == 1 and delta("UpdateMetadata") == 1
+    assert delta("CreateTopics") == 1
+
+
 def test_counters_move_exactly_with_a_produce_and_a_fetch(metrics_broker: tuple[BrokerProcess, str],
                                                          topic_name: str) -> None:
     b, url = metrics_broker
