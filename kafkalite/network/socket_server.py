@@ -72,6 +72,7 @@ _conn_ids = itertools.count()
 # instead of paying a loopback send and a wake-up per response. Past this many bytes they are
 # written at once (bounded memory per connection).
 COALESCE_MAX_BYTES = 256 * 1024
+_PRODUCE_KEY = b"\x00\x00"    # api key 0, the first two bytes of a request frame
 # Responses with fewer file bytes than this are copied into one buffer and written by the
 # event loop: below it a worker thread's hand-off and the wait for an empty transport buffer
 # cost more than the copy (measured: docs/benchmarks.md, "Zero-copy fetch").
@@ -214,6 +215,10 @@ class _Connection:
                                 self.info.connection_id, size, self.max_request_bytes)
                     return
                 frame = await reader.readexactly(size)
+                if self._out and frame[:2] != _PRODUCE_KEY:
+                    # held answers wait only behind pipelined Produce requests (short, and what
+                    # the coalescing is for), never behind a request that may take long
+                    self._flush_out()
                 self.busy = True
                 try:
                     response = await self.handler(self.info, memoryview(frame))
