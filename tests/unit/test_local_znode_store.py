@@ -575,7 +575,8 @@ def test_reload_reproduces_the_tree(tmp_path: Path, ops: list, compact_min: int)
             # the entries kept (the loaded file's lines, each node's entry of the last snapshot)
             # never go stale: a snapshot made with them is the one made by formatting every node
             assert (local_store_module._snapshot_parts_text(s._snapshot_parts(), s._zxid, keep=False)
-                    == local_store_module._snapshot_text(s._snapshot_rows(), s._zxid))
+                    == local_store_module._snapshot_parts_text(s._snapshot_parts(reuse=False), s._zxid,
+                                                               keep=False))
         await s.close()
     try:
         run(main())
@@ -799,7 +800,8 @@ def test_snapshot_text_is_the_json_of_the_document(rows: list, zxid: int) -> Non
         except UnicodeDecodeError:
             entry["data_b64"] = base64.b64encode(data).decode()
         doc_nodes[p] = entry
-    text = local_store_module._snapshot_text(flat, zxid)
+    text = local_store_module._document_text(
+        [local_store_module._entry_text(r) for r in sorted(flat, key=lambda r: r[0])], zxid)
     # one entry per line: JSON's newlines between the entries, none inside them
     assert text.count("\n") == max(len(rows), 1) + 1     # (a tree always has its root)
     assert text.replace("\n", "") == json.dumps({"version": 1, "zxid": zxid, "nodes": doc_nodes},

@@ -38,7 +38,7 @@ import zlib
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from kafkalite.controller.zk import znodes
 from kafkalite.fileio import atomic_write, fsync_dir
@@ -90,20 +90,13 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _encode_data(data: bytes) -> dict:
-    # readable when it is text (Kafka's znodes are JSON), base64 otherwise
-    try:
-        return {"data": data.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"data_b64": base64.b64encode(data).decode()}
-
-
 def _entry_text(row: tuple) -> str:
-    """One node's entry of the snapshot file, from a `_snapshot_rows` row."""
+    """One node's entry of the snapshot file, from a row of `LocalZNodeStore._snapshot_parts`."""
     # Formatted directly (its integers as JSON writes them, its strings through the encoder):
     # 40 % less time than encoding a dict per node, the same text.
     p, version, cversion, czxid, mzxid, pzxid, ctime, mtime, owner, data = row
-    ((key, text),) = _encode_data(data).items()
+    kind, text = _data_field(data)
+    key = _SNAPSHOT_DATA_KEYS[kind]
     # an ephemeral's owner only where there is one (a snapshot taken while the session lives)
     eph = f'"ephemeral_owner":{owner:d},' if owner else ""
     return (f'{_dumps(p)}:{{"version":{version:d},"cversion":{cversion:d},"czxid":{czxid:d},'
@@ -118,13 +111,6 @@ def _document_text(entries: list[str], zxid: int) -> str:
     # one entry per line (JSON all the same): a load keeps each node's line as its entry, so the
     # next snapshot re-formats only the nodes that changed since
     return f'{{"version":{FORMAT_VERSION:d},"zxid":{zxid:d},"nodes":{{\n' + ",\n".join(entries) + "\n}}"
-
-
-def _snapshot_text(rows: list[tuple], zxid: int) -> str:
-    """The file's JSON document from `LocalZNodeStore._snapshot_rows`, every entry formatted."""
-    # The same document as one json.dumps of it, made node by node: a single dumps of megabytes
-    # holds the GIL, and with it the event loop, for its whole run.
-    return _document_text([_entry_text(r) for r in sorted(rows, key=lambda r: r[0])], zxid)
 
 
 def _keep_loaded_entries(text: bytes, nodes: dict[str, "_Node"]) -> None:
@@ -159,10 +145,16 @@ def _snapshot_parts_text(parts: list[tuple], zxid: int, keep: bool = True) -> st
 
 
 def _data_field(data: bytes) -> tuple[str, str]:
+    """A znode's data as ("t", text) when it is UTF-8 (Kafka's znodes are JSON: readable in the
+    files), else ("b", base64)."""
     try:
         return "t", data.decode("utf-8")
     except UnicodeDecodeError:
         return "b", base64.b64encode(data).decode()
+
+
+# the keys of a node's data in a snapshot entry, by `_data_field` kind
+_SNAPSHOT_DATA_KEYS = {"t": "data", "b": "data_b64"}
 
 
 def _field_data(kind: str, text: str) -> bytes:
@@ -248,18 +240,23 @@ class _Txn:
             fn()
 
 
+def _walk(root: _Node) -> Iterator[tuple[str, _Node]]:
+    """Every node of the tree under `root` ("/") with its path."""
+    stack = [("/", root)]
+    while stack:
+        p, n = stack.pop()
+        yield p, n
+        prefix = p.rstrip("/")
+        for name, child in n.children.items():
+            stack.append((f"{prefix}/{name}", child))
+
+
 def read_znodes(directory: Path) -> dict[str, bytes]:
     """Every znode's data as a start would load it (snapshot + log), read without changing
     either file: for tools and tests looking into a directory a broker may be writing."""
     store = LocalZNodeStore(directory)
     store._load(read_only=True)
-    out: dict[str, bytes] = {}
-    stack = [("/", store._root)]
-    while stack:
-        path, node = stack.pop()
-        out[path] = node.data
-        stack += [(f"{path.rstrip('/')}/{name}", child) for name, child in node.children.items()]
-    return out
+    return {path: node.data for path, node in _walk(store._root)}
 
 
 class LocalZNodeStore(ZNodeStore):
@@ -685,40 +682,23 @@ class LocalZNodeStore(ZNodeStore):
             os.close(self._log_fd)
             self._log_fd = -1
 
-    def _snapshot_parts(self) -> list[tuple]:
-        """Every node, as (path, its kept entry) where the entry is still its stat's, else as
-        (path, None, its row, the node, its stat): taken on the loop, formatted in the thread."""
+    def _snapshot_parts(self, reuse: bool = True) -> list[tuple]:
+        """Every node, as (path, its kept entry) where the entry is still its stat's (and
+        `reuse`), else as (path, None, its row, the node, its stat), the row a tuple of immutable
+        values: (path, version, cversion, czxid, mzxid, pzxid, ctime, mtime, ephemeral owner,
+        data). Taken on the loop, formatted in the thread. The session's ephemerals are in it, as
+        in ZooKeeper's snapshots: the log after it may delete them, and a start after a crash
+        expires them (a clean close deletes them before its snapshot)."""
         parts: list[tuple] = []
-        stack = [("/", self._root)]
-        while stack:
-            p, n = stack.pop()
+        for p, n in _walk(self._root):
             stat = (n.version, n.cversion, n.mzxid, n.pzxid)
             snap = n.snap
-            if snap is not None and snap[0] == stat:
+            if reuse and snap is not None and snap[0] == stat:
                 parts.append((p, snap[1]))
             else:
                 parts.append((p, None, (p, n.version, n.cversion, n.czxid, n.mzxid, n.pzxid, n.ctime,
                                         n.mtime, n.ephemeral_owner, n.data), n, stat))
-            prefix = p.rstrip('/')
-            for name, child in n.children.items():
-                stack.append((f"{prefix}/{name}", child))
         return parts
-
-    def _snapshot_rows(self) -> list[tuple]:
-        """Every node as a tuple of immutable values: (path, version, cversion, czxid, mzxid,
-        pzxid, ctime, mtime, ephemeral owner, data). The session's ephemerals are in it, as in
-        ZooKeeper's snapshots: the log after it may delete them, and a start after a crash
-        expires them (a clean close deletes them before its snapshot)."""
-        rows: list[tuple] = []
-        stack = [("/", self._root)]
-        while stack:
-            p, n = stack.pop()
-            rows.append((p, n.version, n.cversion, n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime,
-                         n.ephemeral_owner, n.data))
-            prefix = p.rstrip('/')
-            for name, child in n.children.items():
-                stack.append((f"{prefix}/{name}", child))
-        return rows
 
     def _load(self, read_only: bool = False) -> bool:
         """Read the tree (worker thread): the snapshot, then the log's transactions above its
