@@ -40,6 +40,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import atexit
 import ctypes
 import ctypes.util
 import datetime as _dt
@@ -48,6 +49,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import shlex
 import signal
 import socket
@@ -154,6 +156,25 @@ def process_cpu_seconds(pid: int) -> float:
 # Targets
 # --------------------------------------------------------------------------------------------
 
+# Stopped brokers' directories, removed when the run ends, not between measurements: after tens
+# of thousands of files are removed (a 10,000-partition broker's), ext4 skips their inodes when
+# it allocates new ones for the next minutes (its recently_deleted check), and every file the
+# next broker created cost 0.3-0.7 ms of kernel CPU (10,000 producer snapshots at a shutdown:
+# seconds); measured, docs/benchmarks.md.
+_REMOVED_AT_EXIT: list[Path] = []
+
+
+def remove_at_exit(path: Path) -> None:
+    _REMOVED_AT_EXIT.append(path)
+
+
+@atexit.register
+def _remove_stopped_brokers_dirs() -> None:
+    for path in _REMOVED_AT_EXIT:
+        shutil.rmtree(path, ignore_errors=True)
+    _REMOVED_AT_EXIT.clear()
+
+
 class KafkaliteBroker:
     """A fresh `python -m kafkalite serve` subprocess on a temp log dir and an ephemeral port."""
 
@@ -164,7 +185,7 @@ class KafkaliteBroker:
         self.ready_timeout = ready_timeout
         self.listen_port = port  # 0: a free port, learned from the ready line
         self.extra_overrides = list(extra_overrides or [])
-        self._tmp: Optional[tempfile.TemporaryDirectory[str]] = None
+        self._tmp: Optional[str] = None     # the broker's directory (removed at exit)
         self.proc: Optional[subprocess.Popen[str]] = None
         self.port: Optional[int] = None
         self.spawn_to_ready_s: Optional[float] = None
@@ -180,7 +201,7 @@ class KafkaliteBroker:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "KafkaliteBroker":
-        self._tmp = tempfile.TemporaryDirectory(prefix="kafkalite-bench-")
+        self._tmp = tempfile.mkdtemp(prefix="kafkalite-bench-")
         return self._spawn()
 
     @property
@@ -220,7 +241,7 @@ class KafkaliteBroker:
 
     def _spawn(self) -> "KafkaliteBroker":
         assert self._tmp is not None
-        log_dir = Path(self._tmp.name) / "logs"
+        log_dir = Path(self._tmp) / "logs"
         cmd = [sys.executable, "-m", "kafkalite", "serve",
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.listen_port}",
                "--override", f"log.dirs={log_dir}"]
@@ -294,7 +315,7 @@ class KafkaliteBroker:
                 except ProcessLookupError:
                     pass
             if self._tmp is not None:
-                self._tmp.cleanup()
+                remove_at_exit(Path(self._tmp))
                 self._tmp = None
 
 
@@ -328,8 +349,10 @@ class KafkaBroker:
     def new_kafka(self) -> Any:
         """The KafkaOracle on the running ZooKeeper, created (port chosen) but not started."""
         assert self.zookeeper is not None, "ZooKeeper first"
+        work_dir = Path(tempfile.mkdtemp(prefix="kafkalite-oracle-"))
+        remove_at_exit(work_dir)   # not by the oracle's close (see remove_at_exit)
         self.oracle = _support()[0].KafkaOracle(self.zookeeper.connect_string,
-                                                overrides=self.overrides,
+                                                overrides=self.overrides, work_dir=work_dir,
                                                 jvm_flags=self.jvm_flags)
         return self.oracle
 

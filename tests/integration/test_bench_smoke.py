@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,12 +113,19 @@ def _table_rows(stdout: str) -> dict[str, list[str]]:
 
 def _run_bench(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     out_json = tmp_path / "bench.json"
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     proc = subprocess.run(
         [sys.executable, "scripts/bench.py", "--quick", "--targets", "kafkalite,kafka,mock",
          "--json", str(out_json), *options],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=840)
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=840,
+        env={**os.environ, "TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "FAILED" not in proc.stdout and "failures:" not in proc.stdout, proc.stdout
+    # the brokers' directories outlive their brokers (removed at the end, not between
+    # measurements) and are gone when the run ends
+    assert sorted(p.name for p in temp.iterdir()
+                  if p.name.startswith(("kafkalite-bench-", "kafkalite-oracle-"))) == []
     return proc, json.loads(out_json.read_text())
 
 
