@@ -660,6 +660,36 @@ def test_damage_before_the_end_of_the_log_stops_the_load(tmp_path: Path) -> None
     run(main())
 
 
+
+def test_a_damaged_length_with_whole_records_after_it_stops_the_load(tmp_path: Path) -> None:
+    """A record whose length field runs past the end of the file reads like a torn final record;
+    when whole records follow it, it is damage (they were acknowledged): the load stops instead
+    of dropping them. A torn final record (a prefix of one record) still loads as before."""
+    async def main() -> None:
+        s = LocalZNodeStore(tmp_path)
+        await s.start()
+        for name in ("/a", "/b", "/c"):
+            await s.create(name, name.encode())
+        s._close_log()
+    run(main())
+    full = _log_bytes(tmp_path)
+    records, valid = local_store_module.decode_log(full)
+    assert valid == len(full) and len(records) == 3
+    for record in range(2):
+        damaged = bytearray(full)
+        damaged[records[record][0]] ^= 0x40            # the record's length, + 1 GiB
+        with pytest.raises(ValueError, match=rf"record at byte {records[record][0]} declares \d+ bytes, past "
+                                             rf"the end of the file, and a whole record follows at byte "
+                                             rf"{records[record + 1][0]}: the log is damaged before its end"):
+            local_store_module.decode_log(bytes(damaged))
+        (tmp_path / local_store_module.LOG_FILE_NAME).write_bytes(bytes(damaged))
+        with pytest.raises(StoreError, match="the log is damaged before its end"):
+            run(LocalZNodeStore(tmp_path).start())
+    # the last record's length damaged the same way cannot be told from a torn tail
+    damaged = bytearray(full)
+    damaged[records[2][0]] ^= 0x40
+    assert local_store_module.decode_log(bytes(damaged)) == (records[:2], records[2][0])
+
 def test_compaction_rewrites_the_snapshot_and_empties_the_log(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_store_module, "COMPACT_MIN_BYTES", 2000)

@@ -199,6 +199,12 @@ def decode_log(buf: bytes, name: str = LOG_FILE_NAME) -> tuple[list[tuple[int, l
         length, crc = _RECORD_HEADER.unpack_from(buf, off)
         end = off + _RECORD_HEADER.size + length
         if end > n:
+            later = _next_whole_record(buf, off + _RECORD_HEADER.size)
+            if later is not None:
+                # a torn final record is a prefix of one record: its length field was damaged
+                raise ValueError(f"{name}: record at byte {off} declares {length} bytes, past the end of "
+                                 f"the file, and a whole record follows at byte {later}: the log is "
+                                 f"damaged before its end")
             break                                   # cut short
         payload = buf[off + _RECORD_HEADER.size:end]
         if length == 0 or zlib.crc32(payload) != crc:
@@ -213,6 +219,22 @@ def decode_log(buf: bytes, name: str = LOG_FILE_NAME) -> tuple[list[tuple[int, l
         records.append((off, txns))
         off = end
     return records, off
+
+
+def _next_whole_record(buf: bytes, start: int) -> int | None:
+    """The byte offset of the first record at or after ``start`` that checks out (a length that
+    fits, a matching CRC), or None. Only read when a record's length runs past the end of the
+    file (rare): every payload is a JSON list of transactions, so only the places where one
+    begins ("[[") are tried."""
+    n = len(buf)
+    at = buf.find(b"[[", start + _RECORD_HEADER.size)
+    while at >= 0:
+        off = at - _RECORD_HEADER.size
+        length, crc = _RECORD_HEADER.unpack_from(buf, off)
+        if 0 < length <= n - at and zlib.crc32(buf[at:at + length]) == crc:
+            return off
+        at = buf.find(b"[[", at + 1)
+    return None
 
 
 def _log_append(fd: int, data: bytes) -> None:
