@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Sequence
 from typing import Awaitable, TypeVar
 
 import pytest
@@ -689,6 +690,36 @@ def test_a_damaged_length_with_whole_records_after_it_stops_the_load(tmp_path: P
     damaged = bytearray(full)
     damaged[records[2][0]] ^= 0x40
     assert local_store_module.decode_log(bytes(damaged)) == (records[:2], records[2][0])
+
+
+def test_read_znodes_reads_again_when_a_compaction_ran_between_its_two_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader beside a live store reads the snapshot, then the log; a compaction in between
+    (a new snapshot, the log emptied, then more appends) leaves a log whose first transaction
+    does not follow the snapshot it read. It reads both again and sees the live tree."""
+    async def write(s: LocalZNodeStore, names: Sequence[str]) -> None:
+        for name in names:
+            await s.create(name, name.encode())
+
+    live = LocalZNodeStore(tmp_path)
+    run(live.start())
+    run(write(live, ["/a", "/b"]))
+    real_load_snapshot = LocalZNodeStore._load_snapshot
+    compactions = []
+
+    def load_snapshot_then_compact(self: LocalZNodeStore) -> bool:
+        migrated = real_load_snapshot(self)
+        if not compactions:
+            compactions.append(self._zxid)
+            run(live._compact())
+            run(write(live, ["/c"]))
+        return migrated
+    monkeypatch.setattr(LocalZNodeStore, "_load_snapshot", load_snapshot_then_compact)
+    znodes_seen = local_store_module.read_znodes(tmp_path)
+    assert len(compactions) == 1
+    assert {"/a", "/b", "/c"} <= set(znodes_seen) and znodes_seen["/c"] == b"/c"
+    assert znodes_seen == {p: n[0] for p, n in dump_tree(live)[1].items()}
+    live._close_log()
 
 def test_compaction_rewrites_the_snapshot_and_empties_the_log(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:

@@ -275,10 +275,29 @@ def _walk(root: _Node) -> Iterator[tuple[str, _Node]]:
 
 def read_znodes(directory: Path) -> dict[str, bytes]:
     """Every znode's data as a start would load it (snapshot + log), read without changing
-    either file: for tools and tests looking into a directory a broker may be writing."""
-    store = LocalZNodeStore(directory)
-    store._load(read_only=True)
-    return {path: node.data for path, node in _walk(store._root)}
+    either file: for tools and tests looking into a directory a broker may be writing. A
+    compaction between the two reads (a new snapshot, the log emptied) makes the log look
+    incomplete: the read is done again when the snapshot was replaced meanwhile."""
+    snapshot = Path(directory) / FILE_NAME
+    attempts = 0
+    while True:
+        before = _file_identity(snapshot)
+        store = LocalZNodeStore(directory)
+        try:
+            store._load(read_only=True)
+            return {path: node.data for path, node in _walk(store._root)}
+        except ValueError:
+            attempts += 1
+            if attempts > 5 or _file_identity(snapshot) == before:
+                raise
+
+
+def _file_identity(path: Path) -> Optional[tuple[int, int]]:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 class LocalZNodeStore(ZNodeStore):
