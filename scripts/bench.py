@@ -35,12 +35,13 @@ Usage:
   python scripts/bench.py [--messages N] [--repeat R] [--targets kafkalite,kafka,mock]
                           [--only produce,consume,latency,startup,rebalance,commit,
                                   produce-1000,restart-10000,stall-fetch,...]
-                          [--scale] [--json out.json] [--quick]
+                          [--scale] [--json out.json] [--quick] [--keep-logs DIR]
 """
 from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import ctypes
 import ctypes.util
 import datetime as _dt
@@ -180,6 +181,10 @@ class KafkaliteBroker:
 
     name = KAFKALITE
 
+    # --keep-logs: each broker process's stderr (its log) is written to a file there as well
+    keep_logs: Optional[Path] = None
+    _started = 0
+
     def __init__(self, ready_timeout: float = 60.0, extra_overrides: Optional[list[str]] = None,
                  port: int = 0) -> None:
         self.ready_timeout = ready_timeout
@@ -264,11 +269,18 @@ class KafkaliteBroker:
                         self.reported_start_s = float(s.group(1)) if s else None
                         ready.set()
 
+        KafkaliteBroker._started += 1
+        keep = (KafkaliteBroker.keep_logs / f"kafkalite-{KafkaliteBroker._started:03d}.log"
+                if KafkaliteBroker.keep_logs is not None else None)
+
         def read_stderr(p: subprocess.Popen[str]) -> None:
             # Drained continuously so a chatty broker can never block on a full pipe.
             assert p.stderr is not None
-            for line in p.stderr:
-                self.stderr_tail = (self.stderr_tail + [line.rstrip("\n")])[-40:]
+            with open(keep, "w") if keep is not None else contextlib.nullcontext() as kept:
+                for line in p.stderr:
+                    self.stderr_tail = (self.stderr_tail + [line.rstrip("\n")])[-40:]
+                    if kept is not None:
+                        kept.write(line)
 
         spawned_at = time.perf_counter()
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE,
@@ -1917,6 +1929,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--only", default=",".join(PHASES),
                     help="comma list of: " + ",".join(PHASES))
     ap.add_argument("--json", metavar="OUT", help="also write all runs and medians as JSON")
+    ap.add_argument("--keep-logs", metavar="DIR", type=Path,
+                    help="write each kafkalite broker's log (stderr) to DIR/kafkalite-NNN.log, "
+                         "numbered by start")
     ap.add_argument("--starts", type=int, default=10, help="starts of each target to time (K)")
     ap.add_argument("--warmup-messages", type=int, default=20 * MIB // 1024,
                     help="unmeasured produce + consume on each target before the timed ones, "
@@ -2016,6 +2031,9 @@ def raise_nofile_limit() -> list[int]:
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.keep_logs is not None:
+        args.keep_logs.mkdir(parents=True, exist_ok=True)
+        KafkaliteBroker.keep_logs = args.keep_logs
     env = environment(args, argv)
     env["targets"] = list(args.targets)
     env["warmup_messages"] = args.warmup_messages

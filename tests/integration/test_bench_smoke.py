@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,8 +197,15 @@ def test_quick_bench_reports_every_figure_for_every_target(tmp_path: Path) -> No
 def test_quick_scale_bench_reports_every_figure(tmp_path: Path) -> None:
     """produce-N and restart-N at N = 20: a fresh broker each, produce spread over N, VmRSS and
     descriptors, restart after SIGTERM and after SIGKILL; the mock produces only."""
-    proc, report = _run_bench(tmp_path, "--only", f"produce-{SCALE_N},restart-{SCALE_N}")
+    logs = tmp_path / "logs"
+    proc, report = _run_bench(tmp_path, "--only", f"produce-{SCALE_N},restart-{SCALE_N}",
+                              "--keep-logs", str(logs))
     assert report["errors"] == {}
+    # --keep-logs: kafkalite's log of each start (the first, after SIGTERM, after SIGKILL); the
+    # two SIGTERM'd ones say how long their log manager's shutdown took
+    kept = sorted(logs.iterdir())
+    assert [p.name for p in kept] == ["kafkalite-001.log", "kafkalite-002.log", "kafkalite-003.log"]
+    assert [bool(re.search(r"Closed \d+ logs in \d+ ms", p.read_text())) for p in kept] == [True, False, True]
     assert report["environment"]["scale_messages"] == 600
     rss_per_partition = f"rss_per_partition_p{SCALE_N}_kib"
     _check_one_value_each(report, SCALE_EXPECTED, frozenset({rss_per_partition}))
