@@ -414,7 +414,21 @@ class AbstractIndex(NamedFile):
     def close(self) -> None:
         """Trim and unmap (Kafka's AbstractIndex.close). An index never mapped is left as its
         file is: trimmed by its last close or roll (or emptied by a reset), never extended."""
-        if self._loaded or self._stale_tail:
+        if self._loaded:
+            # unmapped first, then cut by name: trimming the mapped index (resize) would map the
+            # cut file again only for the release to unmap it (~20 % of a 10,000-partition
+            # shutdown's closes, py-spy)
+            valid = self._entries * self.entry_size
+            cut = self._length != valid
+            self._unmap()
+            if cut:
+                fd = os.open(self._fspath, os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    os.ftruncate(fd, valid)
+                finally:
+                    os.close(fd)
+            self._release()
+        elif self._stale_tail:
             self.trim_to_valid_size()
             self._release()
         elif not self._present and not os.path.exists(self._fspath):

@@ -69,6 +69,38 @@ def test_offset_index_lookup_and_truncate_edges(tmp_path: Path) -> None:
     idx.close()
 
 
+
+def test_close_trims_a_mapped_index_without_mapping_it_again(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kafka's close: trim to the entries, then unmap. The cut file is not mapped again on the
+    # way (every shutdown closes thousands of mapped indexes); what is on disk is the same.
+    from kafkalite.log import index as index_module
+    mappings: list[int] = []
+    real_mapping = index_module.FileMapping
+
+    def counted(fd: int, length: int) -> object:
+        mappings.append(length)
+        return real_mapping(fd, length)
+    monkeypatch.setattr(index_module, "FileMapping", counted)
+    for cls, name, entry in ((OffsetIndex, "00000000000000001000.index", 8),
+                             (TimeIndex, "00000000000000001000.timeindex", 12)):
+        path = tmp_path / name
+        idx = cls(path, BASE, 10 * 1024 * 1024)
+        for i in range(3):
+            if cls is OffsetIndex:
+                idx.append(BASE + 10 * i, 100 * i)
+            else:
+                idx.maybe_append(1_700_000_000_000 + i, BASE + 10 * i)
+        assert path.stat().st_size == 10 * 1024 * 1024 // entry * entry and mappings
+        mappings.clear()
+        idx.close()
+        assert mappings == [] and path.stat().st_size == 3 * entry
+        idx.close()                                   # a second close changes nothing
+        assert path.stat().st_size == 3 * entry
+        again = cls(path, BASE, 10 * 1024 * 1024)
+        assert again.entries == 3
+        again.close()
+
 def test_untrimmed_index_after_crash_counts_only_real_entries(tmp_path: Path) -> None:
     path = tmp_path / "b.index"
     idx = OffsetIndex(path, BASE, 8 * 1000)
