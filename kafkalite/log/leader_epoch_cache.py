@@ -133,9 +133,8 @@ class LeaderEpochCache:
         """Write the checkpoint, no fsync (see :meth:`sync`). In place, not through a temp file
         and a rename: a restart assigns a new epoch in every partition, and creating 10,000
         files (a temp file each) costs the loop seconds while rewriting one block costs tens of
-        microseconds. A write torn by a
-        crash fails to parse (the entry count is checked), and the Partition then rebuilds the
-        cache from the batches' leader epochs."""
+        microseconds. A write torn by a crash fails to parse (the entry count is checked), and
+        the Partition then rebuilds the cache from the batches' leader epochs."""
         if self.path is None:
             return
         entries = self.entries
