@@ -101,6 +101,43 @@ def test_close_trims_a_mapped_index_without_mapping_it_again(tmp_path: Path,
         assert again.entries == 3
         again.close()
 
+def test_entries_after_a_trim_reserve_no_block_past_the_one_they_are_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An index trimmed to 24 bytes, mapped again and extended (a recovered active segment) has
+    # its first block still; the next entries go there. Reserving from the trimmed length plus a
+    # block reserved a second block that the close's trim freed again (ext4 without a journal
+    # discards it synchronously: one device round trip per index at shutdown).
+    from kafkalite.log import index as index_module
+    reserved: list[tuple[int, int]] = []
+    real_fallocate = os.posix_fallocate
+
+    def recorded(fd: int, offset: int, length: int) -> None:
+        reserved.append((offset, offset + length))
+        real_fallocate(fd, offset, length)
+    monkeypatch.setattr(index_module.os, "posix_fallocate", recorded)
+    path = tmp_path / "00000000000000001000.timeindex"
+    idx = TimeIndex(path, BASE, 10 * 1024 * 1024)
+    for i in range(2):
+        idx.maybe_append(1_700_000_000_000 + i, BASE + i)
+    assert reserved == [(0, 4096)]
+    idx.close()
+    assert path.stat().st_size == 24
+    again = TimeIndex(path, BASE, 10 * 1024 * 1024)
+    assert again.entries == 2 and again.entry(1) == (1_700_000_000_001, BASE + 1)   # mapped at 24 bytes
+    again.resize(10 * 1024 * 1024 // 12 * 12)
+    reserved.clear()
+    for i in range(2, 400):                       # 400 entries of 12 bytes: the second block too
+        again.maybe_append(1_700_000_000_000 + i, BASE + i)
+    assert reserved and reserved[0][0] == 24 and reserved[-1][1] == 8192
+    assert all(end % 4096 == 0 and end - start <= 4096 for start, end in reserved)
+    assert [end for _s, end in reserved] == [4096, 8192]
+    again.close()
+    assert path.stat().st_size == 400 * 12
+    final = TimeIndex(path, BASE, 10 * 1024 * 1024)
+    assert final.entries == 400 and final.entry(399) == (1_700_000_000_399, BASE + 399)
+    final.close()
+
+
 def test_untrimmed_index_after_crash_counts_only_real_entries(tmp_path: Path) -> None:
     path = tmp_path / "b.index"
     idx = OffsetIndex(path, BASE, 8 * 1000)
