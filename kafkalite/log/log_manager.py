@@ -807,6 +807,18 @@ class LogManager:
         self._loop = None
 
     # -- shutdown ----------------------------------------------------------------------------
+    def _sync_dirs(self, errors: list[tuple[Path, OSError]]) -> None:
+        """One syncfs per file system holding a log directory; failures appended to ``errors``."""
+        synced: set[int] = set()
+        for d in self.log_dirs:
+            try:
+                dev = os.stat(d).st_dev
+                if dev not in synced:
+                    syncfs(d)
+                    synced.add(dev)
+            except OSError as e:
+                errors.append((d, e))
+
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Close every log (without fsyncs), sync each directory's file system once, write
         both checkpoints, then the clean-shutdown marker. Call :meth:`stop_flusher` first."""
@@ -821,6 +833,14 @@ class LogManager:
             return
         errors: list[BaseException] = []
         started = time.monotonic()
+        # The appended data is written back while the closes run (Python work on the loop's
+        # core, the disk idle otherwise); the sync after them then has only the closes' own
+        # writes left. Its errors count as the second sync's would: syncfs reports a writeback
+        # error once per descriptor, and the second one opens its own after it.
+        early_errors: list[tuple[Path, OSError]] = []
+        early_sync = threading.Thread(target=self._sync_dirs, args=(early_errors,),
+                                      name="log-shutdown-sync", daemon=True)
+        early_sync.start()
 
         def close(lg: Log) -> None:
             try:
@@ -840,19 +860,13 @@ class LogManager:
             for lg in logs:
                 close(lg)
         closed = time.monotonic()
-        synced: set[int] = set()
-        sync_failed = False
-        for d in self.log_dirs:
-            try:
-                dev = os.stat(d).st_dev
-                if dev not in synced:
-                    syncfs(d)   # every closed log's data, indexes and snapshots, at once
-                    synced.add(dev)
-            except OSError as e:
-                log.error("Error syncing log directory %s: %s", d, e)
-                errors.append(e)
-                sync_failed = True
-        if not sync_failed:
+        early_sync.join()
+        sync_errors = early_errors
+        self._sync_dirs(sync_errors)   # every closed log's data, indexes and snapshots, at once
+        for d, e in sync_errors:
+            log.error("Error syncing log directory %s: %s", d, e)
+            errors.append(e)
+        if not sync_errors:
             # Not before the data is durable: the checkpoints would claim it flushed.
             self.checkpoint_recovery_points()
             self.checkpoint_log_start_offsets()

@@ -103,6 +103,42 @@ def test_lifecycle_clean_shutdown_and_restart(tmp_path: Path) -> None:
     lm2.shutdown()
 
 
+@pytest.mark.parametrize("failing_call", [1, 2])
+def test_a_sync_error_at_shutdown_writes_no_checkpoint_and_no_marker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_call: int) -> None:
+    # The shutdown syncs twice: once while the logs close (their appended data), once after
+    # (what the closes wrote). A writeback error reported to either call means the data may not
+    # be durable: the recovery points stay where they were and the next start recovers.
+    from kafkalite.log import log_manager as log_manager_module
+    d = tmp_path / "logs"
+    lm = LogManager([d], LogConfig(), lock_dirs=False)
+    lm.startup()
+    lg = lm.get_or_create_log("t", 0)
+    lg.append_as_leader(records(3), 0, T0)
+    before = (d / "recovery-point-offset-checkpoint").read_bytes() \
+        if (d / "recovery-point-offset-checkpoint").exists() else None
+    calls: list[Path] = []
+
+    def syncfs(path: Path) -> None:
+        calls.append(path)
+        if len(calls) == failing_call:
+            raise OSError(5, "Input/output error")
+    monkeypatch.setattr(log_manager_module, "syncfs", syncfs)
+    with pytest.raises(OSError, match="Input/output error"):
+        lm.shutdown()
+    assert calls == [d, d]
+    assert not (d / CLEAN_SHUTDOWN_FILE).exists()
+    after = (d / "recovery-point-offset-checkpoint").read_bytes() \
+        if (d / "recovery-point-offset-checkpoint").exists() else None
+    assert after == before and (before is None or b"t 0 3" not in before)
+    monkeypatch.undo()
+    lm2 = LogManager([d], LogConfig(), lock_dirs=False)
+    lm2.startup()
+    again = lm2.get_log(("t", 0))
+    assert again is not None and again.log_end_offset == 3
+    lm2.shutdown()
+
+
 def test_unclean_restart_recovers_from_checkpointed_recovery_point(tmp_path: Path) -> None:
     d = tmp_path / "logs"
     lm = LogManager([d], LogConfig(), lock_dirs=False)
