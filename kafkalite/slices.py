@@ -14,7 +14,12 @@ from typing import Any, Callable, Coroutine, Generator, Optional, TypeVar
 
 T = TypeVar("T")
 
-SLICE_S = 0.005
+# Another client's request waits about three turns of the loop (its bytes read, its handler,
+# its response flushed), each one slice long: 5 ms slices kept a probe's p99 at ~15 ms during a
+# 1,000-partition CreateTopics, 1 ms slices at ~6 ms; the work sliced took about as long
+# (10,000 partitions: restarts within the noise, CreateTopics 8.1-8.3 s against 7.8-7.9 s;
+# docs/benchmarks.md).
+SLICE_S = 0.001
 
 
 @dataclass(frozen=True)
