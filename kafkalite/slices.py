@@ -8,6 +8,7 @@ stalled every client for seconds."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Coroutine, Generator, Optional, TypeVar
@@ -53,6 +54,21 @@ async def run_in_slices(steps: Steps[T], slice_s: float = SLICE_S) -> T:
             sent = await asyncio.to_thread(step.fn)
             deadline = time.monotonic() + slice_s
         elif time.monotonic() >= deadline:
+            await asyncio.sleep(0)
+            deadline = time.monotonic() + slice_s
+
+
+async def log_in_slices(logger: logging.Logger, level: int, msg: str, args: list[tuple[Any, ...]],
+                        slice_s: float = SLICE_S) -> None:
+    """``logger.log(level, msg, *a)`` for each ``a`` in ``args``, yielding to the loop every
+    ``slice_s``: a record written to stderr costs ~20 us, and the controller's per-partition
+    state-change lines for a 1,000-partition CreateTopics held the loop ~20 ms per batch."""
+    if not args or not logger.isEnabledFor(level):
+        return
+    deadline = time.monotonic() + slice_s
+    for a in args:
+        logger.log(level, msg, *a)
+        if time.monotonic() >= deadline:
             await asyncio.sleep(0)
             deadline = time.monotonic() + slice_s
 

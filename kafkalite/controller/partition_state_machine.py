@@ -17,6 +17,7 @@ from kafkalite.controller.states import (LeaderAndIsr, LeaderIsrAndControllerEpo
                                          invalid_partition_transition_message, is_valid_partition_transition)
 from kafkalite.controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from kafkalite.cluster.topic_partition import TopicPartition
+from kafkalite.slices import log_in_slices
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change.logger")
@@ -89,29 +90,36 @@ class PartitionStateMachine:
                                        self.controller_id, ctx.epoch, tp, current, target,
                                        invalid_partition_transition_message(str(tp), current, target))
         if target == PartitionState.NewPartition:
+            changed = []
             for tp in valid:
-                state_change_log.info("Changed partition %s state from %s to NewPartition with assigned replicas %s",
-                                      tp, ctx.partition_states[tp].name, list(ctx.partition_replica_assignment(tp)))
+                changed.append((tp, ctx.partition_states[tp].name, list(ctx.partition_replica_assignment(tp))))
                 ctx.partition_states[tp] = PartitionState.NewPartition
+            await log_in_slices(state_change_log, logging.INFO,
+                                "Changed partition %s state from %s to NewPartition with assigned replicas %s", changed)
             return {}
         if target == PartitionState.OnlinePartition:
             uninitialized = [tp for tp in valid if ctx.partition_states[tp] == PartitionState.NewPartition]
             to_elect = [tp for tp in valid if ctx.partition_states[tp] in (PartitionState.OfflinePartition, PartitionState.OnlinePartition)]
             if uninitialized:
+                initialized = []
                 for tp in await self._initialize_leader_and_isr(uninitialized):
-                    state_change_log.info("Changed partition %s from NewPartition to OnlinePartition with state %s",
-                                          tp, ctx.leadership(tp).leader_and_isr)  # type: ignore[union-attr]
+                    initialized.append((tp, ctx.leadership(tp).leader_and_isr))  # type: ignore[union-attr]
                     ctx.partition_states[tp] = PartitionState.OnlinePartition
+                await log_in_slices(state_change_log, logging.INFO,
+                                    "Changed partition %s from NewPartition to OnlinePartition with state %s",
+                                    initialized)
             if not to_elect:
                 return {}
             if strategy is None:
                 raise ValueError("Election strategy is a required field when the target state is OnlinePartition")
             results = await self._elect_leader_for_partitions(to_elect, strategy)
+            elected = []
             for tp, r in results.items():
                 if isinstance(r, LeaderAndIsr):
-                    state_change_log.info("Changed partition %s from %s to OnlinePartition with state %s",
-                                          tp, ctx.partition_states[tp].name, r)
+                    elected.append((tp, ctx.partition_states[tp].name, r))
                     ctx.partition_states[tp] = PartitionState.OnlinePartition
+            await log_in_slices(state_change_log, logging.INFO,
+                                "Changed partition %s from %s to OnlinePartition with state %s", elected)
             return results
         for tp in valid:   # Offline, NonExistent
             ctx.partition_states[tp] = target
