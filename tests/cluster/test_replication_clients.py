@@ -53,16 +53,19 @@ def _replicated_topic(cluster: Any, prefix: str) -> tuple[str, int, int]:
     replicas = [leader, victim, controller]
     assert create_topic_with_assignment(cluster.broker(controller), topic,
                                         {p: replicas for p in range(NUM_PARTITIONS)}) == 0
+    # Every broker knows the topic first: kafka-python's alter_configs checks the keys against a
+    # DescribeConfigs sent to any broker and takes the UNKNOWN_TOPIC_OR_PARTITION of one whose
+    # metadata has not caught up yet (as a Kafka broker's would be) for "Unrecognized configs".
+    for b in cluster.brokers:
+        wait_until(lambda: {p: (s[0], s[1], s[3], s[4]) for p, s in partitions(cluster.broker(b), topic).items()}
+                   == {p: (0, leader, replicas, replicas) for p in range(NUM_PARTITIONS)}, 30,
+                   f"broker {b} sees {topic} led by {leader} with the full ISR")
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=20000)
     try:
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={"min.insync.replicas": MIN_ISR})])
     finally:
         admin.close()
-    for b in cluster.brokers:
-        wait_until(lambda: {p: (s[0], s[1], s[3], s[4]) for p, s in partitions(cluster.broker(b), topic).items()}
-                   == {p: (0, leader, replicas, replicas) for p in range(NUM_PARTITIONS)}, 30,
-                   f"broker {b} sees {topic} led by {leader} with the full ISR")
     return topic, leader, victim
 
 
