@@ -4,8 +4,11 @@ the request at once (logs, topic ids, leaders, checkpoints)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from pathlib import Path
+
+import pytest
 
 from kafkalite.cluster.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from kafkalite.config.log_config import LogConfig
@@ -186,3 +189,34 @@ def test_a_config_change_between_slices_is_kept(tmp_path: Path) -> None:
     finally:
         rm.shutdown()
         lm.shutdown()
+
+
+def test_log_in_slices_writes_every_line_in_order_and_lets_others_run(caplog: pytest.LogCaptureFixture) -> None:
+    from kafkalite.slices import log_in_slices
+    logger = logging.getLogger("kafkalite.state.change.logger")
+    others: list[int] = []
+
+    async def other() -> None:
+        for i in range(1000):
+            others.append(i)
+            await asyncio.sleep(0)
+
+    async def main() -> int:
+        ticker = asyncio.get_running_loop().create_task(other())
+        await asyncio.sleep(0)
+        before = len(others)
+        await log_in_slices(logger, logging.INFO, "Changed partition %s state from %s",
+                            [(f"t-{i}", "NewPartition") for i in range(3000)], slice_s=0.0)
+        ran = len(others) - before
+        ticker.cancel()
+        return ran
+
+    with caplog.at_level(logging.INFO, logger="kafkalite.state.change.logger"):
+        ran = asyncio.run(main())
+    lines = [r.getMessage() for r in caplog.records if r.name == "kafkalite.state.change.logger"]
+    assert lines == [f"Changed partition t-{i} state from NewPartition" for i in range(3000)]
+    assert ran > 0          # with a zero slice every line yields: the other task ran meanwhile
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kafkalite.state.change.logger"):
+        asyncio.run(log_in_slices(logger, logging.INFO, "x %s", [(1,)]))
+    assert caplog.records == []
