@@ -6,8 +6,8 @@
 `kafka_2.13` and its runtime dependencies come from Maven Central through `tests.support.maven`
 (resolved once into the cache directory, never into git); the broker runs as
 `java -cp <jars> kafka.Kafka server.properties` in ZooKeeper mode, on a free port, with its log
-dir and log4j output in a temp dir of its own. Ready when it answers ApiVersions and has
-registered in ZooKeeper; stopped with SIGTERM (controlled shutdown), SIGKILL after a grace
+dir and log4j output in a temp dir of its own. Ready when it answers ApiVersions, has
+registered in ZooKeeper and its Metadata names a controller; stopped with SIGTERM (controlled shutdown), SIGKILL after a grace
 period. When start-up fails the error carries the tail of Kafka's own log.
 
 Nothing of Kafka's code is in this repository: it is only downloaded and run.
@@ -67,25 +67,45 @@ def kafka_jars() -> list[Path]:
     return maven.resolve(f"kafka-{KAFKA_VERSION}", ARTIFACTS)
 
 
+def _request(host: str, port: int, api_key: int, api_version: int, body: bytes,
+             timeout: float) -> Optional[bytes]:
+    """One request with a v0 header (client id "ready"); the response after its correlation id,
+    or None when the connection closed first."""
+    client_id = b"ready"
+    frame = struct.pack(">hhih", api_key, api_version, 1, len(client_id)) + client_id + body
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        data = b""
+        size = None
+        while size is None or len(data) < 4 + size:
+            chunk = s.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+            if size is None and len(data) >= 4:
+                (size,) = struct.unpack(">i", data[:4])
+    return data[8:4 + size]
+
+
 def _api_versions_ok(host: str, port: int, timeout: float = 2.0) -> bool:
     """One ApiVersions v0 request; True when the broker answers with error code 0."""
-    body = struct.pack(">hhih", 18, 0, 1, len("ready")) + b"ready"
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(struct.pack(">i", len(body)) + body)
-        head = b""
-        while len(head) < 4:
-            chunk = s.recv(4 - len(head))
-            if not chunk:
-                return False
-            head += chunk
-        (size,) = struct.unpack(">i", head)
-        data = b""
-        while len(data) < size:
-            chunk = s.recv(size - len(data))
-            if not chunk:
-                return False
-            data += chunk
-    return len(data) >= 6 and struct.unpack(">h", data[4:6])[0] == 0
+    answer = _request(host, port, 18, 0, b"", timeout)
+    return answer is not None and len(answer) >= 2 and struct.unpack(">h", answer[:2])[0] == 0
+
+
+def _controller_id(host: str, port: int, timeout: float = 2.0) -> Optional[int]:
+    """The controller id in the broker's Metadata v1 answer (no topics asked), -1 while the
+    broker's metadata cache has not heard from a controller; None when it did not answer."""
+    answer = _request(host, port, 3, 1, struct.pack(">i", 0), timeout)
+    if answer is None:
+        return None
+    pos = 4
+    for _ in range(struct.unpack(">i", answer[:4])[0]):    # brokers: id, host, port, rack
+        (host_len,) = struct.unpack_from(">h", answer, pos + 4)
+        pos += 4 + 2 + host_len + 4
+        (rack_len,) = struct.unpack_from(">h", answer, pos)
+        pos += 2 + max(rack_len, 0)
+    return int(struct.unpack_from(">i", answer, pos)[0])
 
 
 class KafkaOracle:
@@ -162,7 +182,8 @@ class KafkaOracle:
             if self.proc.poll() is not None:
                 raise KafkaOracleError(f"Kafka exited with {self.proc.returncode}:\n{self.logs()}")
             try:
-                if _api_versions_ok(self.host, self.port, 1.0) and self._registered():
+                if (_api_versions_ok(self.host, self.port, 1.0) and self._registered()
+                        and self._controller_known()):
                     self.ready_after = time.monotonic() - self.started_at
                     return self
             except OSError:
@@ -174,9 +195,17 @@ class KafkaOracle:
 
     def _registered(self) -> bool:
         # The log says so once the broker is registered in ZooKeeper and its socket server
-        # accepts requests (KafkaServer's "started" line).
+        # accepts requests (KafkaServer's "started" line). Kafka writes that line before the
+        # controller's first UpdateMetadata reaches the broker: until then its Metadata answers
+        # name no controller (-1), and librdkafka 2.16's AdminClient, given -1 once, waits its
+        # whole request timeout for a controller instead of asking again, so start() also
+        # waits for a controller in the broker's Metadata.
         return self.log_path.exists() and "started (kafka.server.KafkaServer)" in \
             self.log_path.read_text(errors="replace")
+
+    def _controller_known(self) -> bool:
+        controller = _controller_id(self.host, self.port, 1.0)
+        return controller is not None and controller >= 0
 
     def logs(self, tail: int = 12000) -> str:
         parts = []
