@@ -14,12 +14,13 @@ from typing import Any, Optional
 
 from kafkalite.log.log import FetchDataInfo
 from kafkalite.network.send import FileRegion, Part, ResponseSend
+from kafkalite.protocol.wire import I16 as _I16, I32 as _I32, I64 as _I64
+from kafkalite.protocol.wire import write_array_len as _array_len
+from kafkalite.protocol.wire import write_string as _string
+from kafkalite.protocol.wire import write_uvarint as _uvarint
 
 FIRST_FLEXIBLE_VERSION = 12
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _PARTITION_HEAD = struct.Struct(">ihq")           # partition_index, error_code, high_watermark
 _PRODUCER_AND_OFFSET = struct.Struct(">qq")
 _EPOCH_END_OFFSET = struct.Struct(">iq")
@@ -28,35 +29,6 @@ _SEPARATE_PART_BYTES = 4096
 
 class UnsupportedShape(Exception):
     """A field this encoder does not write is set: the caller falls back to the generic codec."""
-
-
-def _uvarint(buf: bytearray, value: int) -> None:
-    while value >= 0x80:
-        buf.append((value & 0x7F) | 0x80)
-        value >>= 7
-    buf.append(value)
-
-
-def _string(buf: bytearray, s: Optional[str], flexible: bool) -> None:
-    if s is None:
-        if flexible:
-            buf.append(0)
-        else:
-            buf += _I16.pack(-1)
-        return
-    b = s.encode("utf-8")
-    if flexible:
-        _uvarint(buf, len(b) + 1)
-    else:
-        buf += _I16.pack(len(b))
-    buf += b
-
-
-def _array_len(buf: bytearray, n: Optional[int], flexible: bool) -> None:
-    if flexible:
-        _uvarint(buf, 0 if n is None else n + 1)
-    else:
-        buf += _I32.pack(-1 if n is None else n)
 
 
 def _records_len(buf: bytearray, n: Optional[int], flexible: bool) -> None:

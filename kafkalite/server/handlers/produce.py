@@ -10,7 +10,7 @@ import struct
 import time
 from typing import Callable, Optional
 
-from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.produce import ProduceRequest
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.append_policy import CODECS
@@ -19,8 +19,10 @@ from kafkalite.log.legacy_records import convert_to_batch, is_legacy
 from kafkalite.log.record_batch import CREATE_TIME, LOG_APPEND_TIME, split_batches
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+from kafkalite.protocol.produce_response import encode_produce_response
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.results import ProducePartitionResult
+from kafkalite.server.encoded_response import EncodedResponse
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.handlers.metadata import ZERO_UUID
 from kafkalite.server.request_context import RequestContext
@@ -132,7 +134,7 @@ def make(services: BrokerServices) -> ApiSpec:
             fail(tp, ProducePartitionResult(code, error_message=message))
             del entries[tp]
 
-    async def handle(ctx: RequestContext, req: ProduceRequest) -> Optional[ProduceResponse]:
+    async def handle(ctx: RequestContext, req: ProduceRequest) -> Optional[EncodedResponse]:
         v = ctx.api_version
         acks = req.acks
         errors: dict[tuple[str, object], dict[int, ProducePartitionResult]] = {}
@@ -212,25 +214,16 @@ def make(services: BrokerServices) -> ApiSpec:
                 raise CloseConnection("error in an acks=0 produce request")
             return None
 
-        Resp = ProduceResponse[v]
-        T = Resp.TopicProduceResponse
-        P = T.PartitionProduceResponse
+        unknown = ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR)
         topics = []
         for key, name, tid, indices in order:
             errs = errors[(name or "", key)]
             parts = []
             for idx in indices:
-                r = errs.get(idx) or appended.get(TopicPartition(name or "", idx)) or \
-                    ProducePartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR)
-                parts.append(P(index=idx, error_code=r.error, base_offset=r.base_offset,
-                               log_append_time_ms=r.log_append_time, log_start_offset=r.log_start_offset,
-                               record_errors=[T.PartitionProduceResponse.BatchIndexAndErrorMessage(
-                                   batch_index=i, batch_index_error_message=m) for i, m in r.record_errors],
-                               error_message=r.error_message if r.error != ErrorCode.NONE else None))
-            if v >= 13:
-                topics.append(T(topic_id=tid if tid is not None else ZERO_UUID, partition_responses=parts))
-            else:
-                topics.append(T(name=name, partition_responses=parts))
-        return Resp(responses=topics, throttle_time_ms=0)
+                r = errs.get(idx) or appended.get(TopicPartition(name or "", idx)) or unknown
+                parts.append((idx, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors,
+                              r.error_message if r.error != ErrorCode.NONE else None))
+            topics.append((tid if tid is not None else ZERO_UUID, parts) if v >= 13 else (name, parts))
+        return EncodedResponse(*encode_produce_response(v, topics))
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
