@@ -6,8 +6,9 @@ objects and encoding them took ~25 us, a quarter of the broker's time per such r
 writes the same bytes as kafka-python's codec for every version (a property test compares them)
 from plain tuples.
 
-Neither KIP-951 tagged field (v10+ CurrentLeader per partition, NodeEndpoints at the top) is
-written: the handler does not set them.
+From v10 (KIP-951) a partition may carry its current leader and epoch (tagged field 0), and the
+response the endpoints of those leaders (tagged field 0 at the top); as Kafka's generated code
+does, a leader of (-1, -1) and an empty endpoint list are not written.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import struct
 import uuid
 from typing import Optional, Sequence, Union
 
-from kafkalite.protocol.wire import I32, write_array_len, write_string
+from kafkalite.protocol.wire import I32, write_array_len, write_string, write_uvarint
 
 FIRST_FLEXIBLE_VERSION = 9
 
@@ -23,16 +24,26 @@ _PARTITION_HEAD = struct.Struct(">ihq")     # index, error_code, base_offset
 _I64 = struct.Struct(">q")
 _I64_PAIR = struct.Struct(">qq")
 _NO_TAGGED_FIELDS = 0
+_NO_LEADER = (-1, -1)
+_LEADER_ID_AND_EPOCH = struct.Struct(">iib")    # leader_id, leader_epoch, no tagged fields
+# one tagged field, tag 0, of 9 bytes: a LeaderIdAndEpoch
+_CURRENT_LEADER_TAG = bytes([1, 0, _LEADER_ID_AND_EPOCH.size])
+FIRST_CURRENT_LEADER_VERSION = 10
 
 
 # (index, error_code, base_offset, log_append_time_ms, log_start_offset, record_errors,
-# error_message); record_errors are (batch_index, message) pairs
-PartitionAnswer = tuple[int, int, int, int, int, Sequence[tuple[int, Optional[str]]], Optional[str]]
+# error_message, current_leader); record_errors are (batch_index, message) pairs, current_leader
+# (leader_id, leader_epoch) or None
+PartitionAnswer = tuple[int, int, int, int, int, Sequence[tuple[int, Optional[str]]], Optional[str],
+                        Optional[tuple[int, int]]]
+# (node_id, host, port, rack)
+NodeEndpoint = tuple[int, str, int, Optional[str]]
 TopicKey = Union[str, uuid.UUID]    # the name up to v12, the topic id from v13
 
 
 def encode_produce_response(version: int, topics: Sequence[tuple[TopicKey, Sequence[PartitionAnswer]]],
-                            throttle_time_ms: int = 0) -> tuple[bytes, bool]:
+                            throttle_time_ms: int = 0, node_endpoints: Sequence[NodeEndpoint] = ()
+                            ) -> tuple[bytes, bool]:
     """The response body (no header, no size prefix) and whether the version is flexible (its
     response header carries tagged fields)."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
@@ -44,7 +55,7 @@ def encode_produce_response(version: int, topics: Sequence[tuple[TopicKey, Seque
         else:
             write_string(buf, key, flexible)  # type: ignore[arg-type]
         write_array_len(buf, len(partitions), flexible)
-        for index, error, base_offset, append_time, log_start, record_errors, message in partitions:
+        for index, error, base_offset, append_time, log_start, record_errors, message, leader in partitions:
             buf += _PARTITION_HEAD.pack(index, error, base_offset)
             if version >= 5:
                 buf += _I64_PAIR.pack(append_time, log_start)
@@ -59,11 +70,28 @@ def encode_produce_response(version: int, topics: Sequence[tuple[TopicKey, Seque
                         buf.append(_NO_TAGGED_FIELDS)
                 write_string(buf, message, flexible)
             if flexible:
-                buf.append(_NO_TAGGED_FIELDS)
+                if leader is not None and leader != _NO_LEADER and version >= FIRST_CURRENT_LEADER_VERSION:
+                    buf += _CURRENT_LEADER_TAG
+                    buf += _LEADER_ID_AND_EPOCH.pack(leader[0], leader[1], _NO_TAGGED_FIELDS)
+                else:
+                    buf.append(_NO_TAGGED_FIELDS)
         if flexible:
             buf.append(_NO_TAGGED_FIELDS)
     if version >= 1:
         buf += I32.pack(throttle_time_ms)
     if flexible:
-        buf.append(_NO_TAGGED_FIELDS)
+        if node_endpoints and version >= FIRST_CURRENT_LEADER_VERSION:
+            field = bytearray()
+            write_array_len(field, len(node_endpoints), True)
+            for node_id, host, port, rack in node_endpoints:
+                field += I32.pack(node_id)
+                write_string(field, host, True)
+                field += I32.pack(port)
+                write_string(field, rack, True)
+                field.append(_NO_TAGGED_FIELDS)
+            buf += bytes([1, 0])        # one tagged field, tag 0
+            write_uvarint(buf, len(field))
+            buf += field
+        else:
+            buf.append(_NO_TAGGED_FIELDS)
     return bytes(buf), flexible
