@@ -3,13 +3,15 @@ partition is answered NOT_LEADER_OR_FOLLOWER with the partition's current leader
 the response lists that leader's endpoint on the request's listener (with its rack), as Kafka's
 KafkaApis.handleProduceRequest does; the broker's own replica (a follower) and, when it hosts no
 replica, its metadata cache give the leader. Below v10 neither field is on the wire; a partition
-the cluster does not have gets no leader. Nothing is appended anywhere.
+the cluster does not have gets no leader. Nothing is appended anywhere. Fetch v16+ does the same
+for a partition the broker does not host (handleFetchRequest); v15 carries no hint.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
@@ -36,6 +38,19 @@ def produce(broker: Any, version: int, topic: str, tid: Any, partition_indexes: 
     parts = [T.PartitionProduceData(index=i, records=one_batch()) for i in partition_indexes]
     t = T(topic_id=tid, partition_data=parts) if version >= 13 else T(name=topic, partition_data=parts)
     return request(broker, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[t]), version)
+
+
+def fetch(broker: Any, version: int, tid: Any) -> Any:
+    """A consumer's Fetch (no session, by topic id) of partition 0 from offset 0."""
+    T = FetchRequest.FetchTopic
+    part = T.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                            log_start_offset=-1, partition_max_bytes=1 << 20)
+    fields: dict[str, Any] = dict(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                                  session_epoch=-1, topics=[T(topic_id=tid, partitions=[part])],
+                                  forgotten_topics_data=[], rack_id="")
+    if version < 15:
+        fields["replica_id"] = -1
+    return request(broker, FetchRequest[version](**fields), version)
 
 
 def test_produce_to_a_non_leader_names_the_current_leader(make_cluster: Any) -> None:
@@ -67,6 +82,20 @@ def test_produce_to_a_non_leader_names_the_current_leader(make_cluster: Any) -> 
             else:
                 assert getattr(moved, "current_leader", None) is None, version
                 assert not getattr(resp, "node_endpoints", None), version
+    # Fetch from the broker with no replica of `single`
+    tid = topic_id(cluster.broker(other), single)
+    for version in (15, 16, 17, 18):
+        resp = fetch(cluster.broker(other), version, tid)
+        assert resp.error_code == NONE, resp
+        (p,) = resp.responses[0].partitions
+        assert (p.error_code, p.high_watermark) == (NOT_LEADER_OR_FOLLOWER, -1), (version, p)
+        if version >= 16:
+            assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (leader, epoch[single]), version
+            assert [(e.node_id, e.host, e.port, e.rack) for e in resp.node_endpoints] == \
+                [(leader, lb.host, lb.port, f"r{leader}")], version
+        else:
+            assert getattr(p, "current_leader", None) is None, version
+            assert not getattr(resp, "node_endpoints", None), version
     # nothing was appended on either broker (the rejected batches went nowhere)
     for topic in (replicated, single):
         resp = produce(lb, 9, topic, None, [0])

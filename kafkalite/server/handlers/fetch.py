@@ -16,6 +16,7 @@ from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_selector import ClientMetadata
 from kafkalite.replica.results import FetchPartitionRequest, FetchPartitionResult
+from kafkalite.server.current_leader import NodeEndpoint, current_leader
 from kafkalite.server.fetch_session import (CachedPartition, FetchSessionError, INVALID_SESSION_ID,
                                             PartitionKey, RequestedPartition)
 from kafkalite.server.handler import ApiSpec
@@ -28,6 +29,8 @@ MIN_VERSION, MAX_VERSION = 0, 18
 LAST_HARD_MAX_BYTES_VERSION = 2     # v0-2: no "at least one batch" beyond the byte limits
 LAST_DOWN_CONVERSION_VERSION = 3    # v0-3 read message format 0/1
 FIRST_ZSTD_VERSION = 10             # older fetchers cannot read zstd
+FIRST_CURRENT_LEADER_VERSION = 16   # KIP-951 leader hints
+_LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
 def down_conversion_magic(version: int) -> int | None:
@@ -191,6 +194,19 @@ def make(services: BrokerServices) -> ApiSpec:
 
         T = Resp.FetchableTopicResponse
         P = T.PartitionData
+        leaders: dict[int, NodeEndpoint] = {}
+
+        def leader_hint(key: PartitionKey, error: int) -> dict:
+            """KIP-951, Fetch v16+: the current leader of a partition answered NOT_LEADER_OR_FOLLOWER
+            or FENCED_LEADER_EPOCH (left out when unknown, as Kafka's generated code does)."""
+            if v < FIRST_CURRENT_LEADER_VERSION or error not in _LEADER_HINT_ERRORS:
+                return {}
+            leader = current_leader(replica_manager, cache, TopicPartition(key[1], key[2]), ctx.listener_name,
+                                    leaders)
+            if leader == (-1, -1):
+                return {}
+            return {"current_leader": P.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])}
+
         topics: list = []
         last_key: Optional[tuple[uuid.UUID, str]] = None
         for cp, r in included:
@@ -210,12 +226,17 @@ def make(services: BrokerServices) -> ApiSpec:
                 preferred_read_replica=r.preferred_read_replica,
                 # the log's FetchDataInfo when nothing read the bytes yet: the response encoder
                 # (server/fetch_response.py) leaves them in the segment files for sendfile
-                records=None if cp.key in null_records else _records_of(r)))
+                records=None if cp.key in null_records else _records_of(r),
+                **leader_hint(cp.key, r.error)))
         # the bytes sent (down-converted for v0-3), as Kafka counts after maybeConvertFetchedData
         replica_manager.broker_topic_stats.record_bytes_out(
             replica_id >= 0, [(cp.key[1], r.size if r.data_bytes is None else len(r.data_bytes))
                               for cp, r in included])
+        # KIP-951 (v16+): the endpoints of the leaders named above; as Kafka's generated code, an
+        # empty list is not written
+        hinted = {"node_endpoints": [Resp.NodeEndpoint(node_id=n, host=h, port=p, rack=rack)
+                                     for n, h, p, rack in (leaders[i] for i in sorted(leaders))]} if leaders else {}
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=response_session_id,
-                    responses=topics)
+                    responses=topics, **hinted)
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)

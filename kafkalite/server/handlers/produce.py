@@ -19,9 +19,10 @@ from kafkalite.log.legacy_records import convert_to_batch, is_legacy
 from kafkalite.log.record_batch import CREATE_TIME, LOG_APPEND_TIME, split_batches
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
-from kafkalite.protocol.produce_response import FIRST_CURRENT_LEADER_VERSION, NodeEndpoint, encode_produce_response
+from kafkalite.protocol.produce_response import FIRST_CURRENT_LEADER_VERSION, encode_produce_response
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.results import ProducePartitionResult
+from kafkalite.server.current_leader import NodeEndpoint, current_leader
 from kafkalite.server.encoded_response import EncodedResponse
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.handlers.metadata import ZERO_UUID
@@ -224,26 +225,11 @@ def make(services: BrokerServices) -> ApiSpec:
                 r = errs.get(idx) or appended.get(TopicPartition(name or "", idx)) or unknown
                 leader = None
                 if r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and v >= FIRST_CURRENT_LEADER_VERSION:
-                    leader = current_leader(TopicPartition(name or "", idx), ctx.listener_name, leaders)
+                    leader = current_leader(replica_manager, cache, TopicPartition(name or "", idx),
+                                            ctx.listener_name, leaders)
                 parts.append((idx, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors,
                               r.error_message if r.error != ErrorCode.NONE else None, leader))
             topics.append((tid if tid is not None else ZERO_UUID, parts) if v >= 13 else (name, parts))
         return EncodedResponse(*encode_produce_response(v, topics, 0, [leaders[i] for i in sorted(leaders)]))
-
-    def current_leader(tp: TopicPartition, listener_name: str, endpoints: dict[int, NodeEndpoint]) -> tuple[int, int]:
-        """KIP-951, Kafka's KafkaApis.getCurrentLeader: the leader and epoch this broker knows for a
-        partition it does not lead (its own replica's view, else the metadata cache's), and that
-        leader's endpoint on the request's listener when the leader is alive."""
-        partition = replica_manager.get_partition(tp)
-        if partition is not None:
-            leader_id, leader_epoch = partition.leader_id, partition.leader_epoch
-        else:
-            info = cache.partition_info(tp)
-            leader_id, leader_epoch = (info.leader, info.leader_epoch) if info is not None else (-1, -1)
-        broker = cache.brokers.get(leader_id)
-        endpoint = broker.endpoint(listener_name) if broker is not None else None
-        if broker is not None and endpoint is not None:
-            endpoints[leader_id] = (leader_id, endpoint.host, endpoint.port, broker.rack)
-        return leader_id, leader_epoch
 
     return ApiSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle)
