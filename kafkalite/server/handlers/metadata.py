@@ -13,6 +13,7 @@ from kafkalite.cluster.metadata_cache import TopicInfo
 from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.metadata_response import encode_metadata_topic
 from kafkalite.server.encoded_response import EncodedResponse, encode_body
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -74,6 +75,16 @@ def make(services: BrokerServices) -> ApiSpec:
         return T(error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id,
                  is_internal=info.is_internal, partitions=parts, authorized_operations=ops)
 
+    def topic_entry(listener_name: str, v: int, info: TopicInfo, include_ops: bool) -> bytes:
+        """An existing topic's entry as topic_metadata_on would answer it, encoded directly."""
+        metas = cache.partition_metadata(info.name, listener_name, error_unavailable_endpoints=v == 0,
+                                         error_unavailable_listeners=v >= 6) or []
+        return encode_metadata_topic(
+            v, ErrorCode.NONE, info.name, info.topic_id, info.is_internal,
+            [(m.error, m.partition, m.leader_id, m.leader_epoch, m.replicas, m.isr, m.offline_replicas)
+             for m in metas],
+            TOPIC_AUTHORIZED_OPERATIONS if include_ops else AUTHORIZED_OPERATIONS_OMITTED)
+
     def brokers_on(listener_name: str, Resp: type) -> list:
         brokers = []
         for b in cache.alive_brokers():
@@ -130,7 +141,6 @@ def make(services: BrokerServices) -> ApiSpec:
         if cache.brokers != brokers_seen[0]:
             topic_entries.clear()
             brokers_seen[0] = dict(cache.brokers)
-        Resp = MetadataResponse[v]
         envelope = encode_body(response(ctx, req, []), v)
         flexible = envelope.flexible
         tail = topics_array_tail(v)
@@ -144,9 +154,7 @@ def make(services: BrokerServices) -> ApiSpec:
                 continue
             hit = entries.get(name)
             if hit is None or hit[0] is not info:
-                one = encode_body(response(ctx, req, [topic_metadata_on(ctx.listener_name, v, Resp, name, None,
-                                                                         include_ops)]), v).body
-                hit = (info, one[head + len(array_count(1, flexible)):len(one) - tail])
+                hit = (info, topic_entry(ctx.listener_name, v, info, include_ops))
             kept[name] = hit
         if prune:
             topic_entries[key] = kept
