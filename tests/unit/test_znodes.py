@@ -114,6 +114,20 @@ def test_kafka_partition_state_round_trips() -> None:
     assert z.encode_partition_state(s) == KAFKA_STATE
 
 
+@settings(max_examples=300, deadline=None)
+@given(leader=st.integers(-2**31, 2**31 - 1), leader_epoch=st.integers(-2**31, 2**31 - 1),
+       controller_epoch=st.integers(-2**31, 2**31 - 1), isr=st.lists(st.integers(-1, 2**31 - 1), max_size=6),
+       recovering=st.booleans())
+def test_partition_state_fast_path_writes_the_json_writers_bytes(leader: int, leader_epoch: int,
+                                                                  controller_epoch: int, isr: list[int],
+                                                                  recovering: bool) -> None:
+    recovery = z.LEADER_RECOVERY_RECOVERING if recovering else z.LEADER_RECOVERY_RECOVERED
+    s = z.LeaderIsrAndControllerEpoch(z.LeaderAndIsr(leader, leader_epoch, tuple(isr), recovery), controller_epoch)
+    raw = z.encode_partition_state(s)
+    assert raw == z.encode_partition_state_json(s)
+    assert z.decode_partition_state(raw) == s
+
+
 def test_recovering_partition_state_writes_leader_recovery_state() -> None:
     s = z.LeaderIsrAndControllerEpoch(z.LeaderAndIsr(2, 5, (2,), z.LEADER_RECOVERY_RECOVERING), 3)
     raw = z.encode_partition_state(s)

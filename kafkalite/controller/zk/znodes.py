@@ -560,7 +560,24 @@ _STATE_KEYS_RECOVERY = scala_immutable_map_order(
     ["version", "leader", "leader_epoch", "controller_epoch", "isr", "leader_recovery_state"])
 
 
+# A recovered leader's state (nearly every one) written without json.dumps: the controller writes
+# one per partition it creates or moves, and 1,000 of them through json.dumps were ~4 ms of one step
+# on the event loop (~0.8 ms this way). The keys in _STATE_KEYS' order; a test compares the bytes.
+_STATE_FORMAT = b'{"controller_epoch":%d,"leader":%d,"version":1,"leader_epoch":%d,"isr":[%b]}'
+assert _STATE_KEYS == ["controller_epoch", "leader", "version", "leader_epoch", "isr"]
+
+
 def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
+    lai = state.leader_and_isr
+    if lai.leader_recovery_state == LEADER_RECOVERY_RECOVERED:
+        return _STATE_FORMAT % (state.controller_epoch, lai.leader, lai.leader_epoch,
+                                b",".join(b"%d" % r for r in lai.isr))
+    return encode_partition_state_json(state)
+
+
+def encode_partition_state_json(state: LeaderIsrAndControllerEpoch) -> bytes:
+    """Any state through the JSON writer (keys in Kafka's order; leader_recovery_state only when
+    the leader is not recovered)."""
     lai = state.leader_and_isr
     doc = {"version": 1, "leader": lai.leader, "leader_epoch": lai.leader_epoch,
            "controller_epoch": state.controller_epoch, "isr": list(lai.isr)}
