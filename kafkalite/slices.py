@@ -58,6 +58,21 @@ async def run_in_slices(steps: Steps[T], slice_s: float = SLICE_S) -> T:
             deadline = time.monotonic() + slice_s
 
 
+class SliceClock:
+    """A long loop inside a coroutine (one unit per partition): `await clock.tick()` after each
+    unit yields to the event loop once `slice_s` has passed since the last yield."""
+    __slots__ = ("_slice_s", "_deadline")
+
+    def __init__(self, slice_s: float = SLICE_S) -> None:
+        self._slice_s = slice_s
+        self._deadline = time.monotonic() + slice_s
+
+    async def tick(self) -> None:
+        if time.monotonic() >= self._deadline:
+            await asyncio.sleep(0)
+            self._deadline = time.monotonic() + self._slice_s
+
+
 async def log_in_slices(logger: logging.Logger, level: int, msg: str, args: list[tuple[Any, ...]],
                         slice_s: float = SLICE_S) -> None:
     """``logger.log(level, msg, *a)`` for each ``a`` in ``args``, yielding to the loop every

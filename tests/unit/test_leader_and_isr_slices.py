@@ -220,3 +220,34 @@ def test_log_in_slices_writes_every_line_in_order_and_lets_others_run(caplog: py
     with caplog.at_level(logging.WARNING, logger="kafkalite.state.change.logger"):
         asyncio.run(log_in_slices(logger, logging.INFO, "x %s", [(1,)]))
     assert caplog.records == []
+
+
+def test_slice_clock_yields_once_its_slice_is_over() -> None:
+    """SliceClock.tick: no yield within a slice, a yield (other tasks run) once it is over."""
+    from kafkalite.slices import SliceClock
+    ran: list[int] = []
+
+    async def other() -> None:
+        while True:
+            ran.append(1)
+            await asyncio.sleep(0)
+
+    async def main() -> tuple[int, int]:
+        ticker = asyncio.get_running_loop().create_task(other())
+        await asyncio.sleep(0)
+        long_slice = SliceClock(slice_s=60.0)
+        before = len(ran)
+        for _ in range(100):
+            await long_slice.tick()
+        within = len(ran) - before
+        zero = SliceClock(slice_s=0.0)
+        before = len(ran)
+        for _ in range(100):
+            await zero.tick()
+        over = len(ran) - before
+        ticker.cancel()
+        return within, over
+
+    within, over = asyncio.run(main())
+    assert within == 0          # the slice never ended: the loop was not given up
+    assert over >= 99           # every tick's slice was over: the other task ran in between
