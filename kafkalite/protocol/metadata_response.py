@@ -12,14 +12,14 @@ import struct
 import uuid
 from typing import Iterable, Optional, Sequence
 
-from kafkalite.protocol.wire import I32, write_array_len, write_string
+from kafkalite.protocol.wire import I16, I32, write_array_len, write_string
 
 FIRST_FLEXIBLE_VERSION = 9
-# kafka-python's bitfield: None (Kafka's INT32_MIN, "omitted") or the set bits' positions
-AUTHORIZED_OPERATIONS_OMITTED = -2**31
+# Kafka's INT32_MIN for an omitted authorized-operations bitfield (given here, as kafka-python
+# takes it, as None or the set bits' positions)
+_OMITTED_BITS = -2**31
 
 _I16_I32_I32 = struct.Struct(">hii")      # partition error_code, partition_index, leader_id
-_TOPIC_HEAD = struct.Struct(">h")
 
 
 # (error_code, partition_index, leader_id, leader_epoch, replicas, isr, offline_replicas)
@@ -35,7 +35,7 @@ def _int_array(buf: bytearray, values: Sequence[int], flexible: bool) -> None:
 def authorized_operations_bits(ops: Optional[Iterable[int]]) -> int:
     """The int32 of an authorized-operations bitfield given as bit positions (None: omitted)."""
     if ops is None:
-        return AUTHORIZED_OPERATIONS_OMITTED
+        return _OMITTED_BITS
     bits = 0
     for b in ops:
         bits |= 1 << b
@@ -47,7 +47,7 @@ def encode_metadata_topic(version: int, error_code: int, name: Optional[str], to
                           authorized_operations: Optional[Iterable[int]]) -> bytes:
     """The entry as it sits in the response's topics array (no array count around it)."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    buf = bytearray(_TOPIC_HEAD.pack(error_code))
+    buf = bytearray(I16.pack(error_code))
     write_string(buf, name, flexible)
     if version >= 10:
         buf += topic_id.bytes

@@ -16,12 +16,11 @@ import struct
 import uuid
 from typing import Optional, Sequence, Union
 
-from kafkalite.protocol.wire import I32, write_array_len, write_string, write_uvarint
+from kafkalite.protocol.wire import I32, I64, write_array_len, write_string, write_uvarint
 
 FIRST_FLEXIBLE_VERSION = 9
 
 _PARTITION_HEAD = struct.Struct(">ihq")     # index, error_code, base_offset
-_I64 = struct.Struct(">q")
 _I64_PAIR = struct.Struct(">qq")
 _NO_TAGGED_FIELDS = 0
 _NO_LEADER = (-1, -1)
@@ -60,7 +59,7 @@ def encode_produce_response(version: int, topics: Sequence[tuple[TopicKey, Seque
             if version >= 5:
                 buf += _I64_PAIR.pack(append_time, log_start)
             elif version >= 2:
-                buf += _I64.pack(append_time)
+                buf += I64.pack(append_time)
             if version >= 8:
                 write_array_len(buf, len(record_errors), flexible)
                 for batch_index, batch_message in record_errors:

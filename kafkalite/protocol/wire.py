@@ -1,7 +1,8 @@
 """Kafka's wire primitives as small appending writers, for the encoders that write a response
-without kafka-python's objects (Fetch around file regions, Produce on its hot path). Classic
-versions use int16/int32 length prefixes with -1 for null; flexible versions the unsigned-varint
-"compact" forms, length + 1 with 0 for null."""
+without kafka-python's objects (Fetch around file regions, Produce answers, Metadata topic
+entries, the Metadata handler's array counts). Classic versions use int16/int32 length prefixes
+with -1 for null; flexible versions the unsigned-varint "compact" forms, length + 1 with 0 for
+null."""
 from __future__ import annotations
 
 import struct

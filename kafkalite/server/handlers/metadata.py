@@ -3,7 +3,6 @@ topic ids; auto-creates topics as Kafka does when allowed."""
 from __future__ import annotations
 
 import functools
-import struct
 import uuid
 from typing import Optional
 
@@ -14,6 +13,7 @@ from kafkalite.cluster.topic_record import NewTopic
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.metadata_response import encode_metadata_topic
+from kafkalite.protocol.wire import write_array_len
 from kafkalite.server.encoded_response import EncodedResponse, encode_body
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -41,13 +41,8 @@ def topics_array_tail(v: int) -> int:
 
 def array_count(n: int, flexible: bool) -> bytes:
     """An array's length prefix: INT32, or in flexible versions the unsigned varint n + 1."""
-    if not flexible:
-        return struct.pack(">i", n)
-    out, value = bytearray(), n + 1
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    out = bytearray()
+    write_array_len(out, n, flexible)
     return bytes(out)
 
 
