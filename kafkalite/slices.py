@@ -80,12 +80,10 @@ async def log_in_slices(logger: logging.Logger, level: int, msg: str, args: list
     state-change lines for a 1,000-partition CreateTopics held the loop ~20 ms per batch."""
     if not args or not logger.isEnabledFor(level):
         return
-    deadline = time.monotonic() + slice_s
+    clock = SliceClock(slice_s)
     for a in args:
         logger.log(level, msg, *a)
-        if time.monotonic() >= deadline:
-            await asyncio.sleep(0)
-            deadline = time.monotonic() + slice_s
+        await clock.tick()
 
 
 GATHER_CHUNK = 64
