@@ -26,8 +26,7 @@ def current_leader(replica_manager: "ReplicaManager", cache: "MetadataCache", tp
     else:
         info = cache.partition_info(tp)
         leader_id, leader_epoch = (info.leader, info.leader_epoch) if info is not None else (-1, -1)
-    broker = cache.brokers.get(leader_id)
-    endpoint = broker.endpoint(listener_name) if broker is not None else None
-    if broker is not None and endpoint is not None:
-        endpoints[leader_id] = (leader_id, endpoint.host, endpoint.port, broker.rack)
+    endpoint = cache.alive_endpoint(leader_id, listener_name)
+    if endpoint is not None:
+        endpoints[leader_id] = (leader_id, endpoint.host, endpoint.port, cache.brokers[leader_id].rack)
     return leader_id, leader_epoch
