@@ -526,7 +526,11 @@ class TransactionCoordinator:
                     elif error in _MARKER_ABORT_SENDING:
                         # the producer or coordinator epoch moved on: this transaction is done with
                         abort_sending = True
-                    elif error not in _MARKER_RETRIABLE:
+                    elif error in _MARKER_RETRIABLE:
+                        log.info("Sending %s's transaction marker for partition %s has failed with error %s, "
+                                 "retrying with current coordinator epoch %d", transactional_id, tp, error.name,
+                                 coordinator_epoch)
+                    else:
                         log.error("Unexpected error %s writing the marker of %s to %s; retrying", error.name,
                                   transactional_id, tp)
             if abort_sending:

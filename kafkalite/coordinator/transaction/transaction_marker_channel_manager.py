@@ -194,7 +194,14 @@ class TransactionMarkerChannelManager:
             batch = [m for m in batch if not m.future.done()]
             if not batch:
                 continue
-            answers = await self._send(broker_id, batch)
+            try:
+                answers = await self._send(broker_id, batch)
+            except Exception:
+                # a sender that died would leave its markers' futures unanswered and their
+                # transactions waiting for ever: answer "no answer", the coordinator retries them
+                log.exception("Sending WriteTxnMarkers to broker %d failed unexpectedly; the markers will be "
+                              "retried", broker_id)
+                answers = None
             for m in batch:
                 if not m.future.done():
                     m.future.set_result(answers.get(m.producer_id) if answers is not None else None)
