@@ -511,6 +511,8 @@ class TransactionCoordinator:
                 outcome = await self.marker_channel.send_markers(m.producer_id, m.producer_epoch, coordinator_epoch,
                                                                  commit, pending)
                 if not self._still_current(transactional_id, coordinator_epoch, m):
+                    log.info("I am no longer the coordinator for %s at epoch %d; cancel sending transaction "
+                             "markers to the brokers", transactional_id, coordinator_epoch)
                     return
                 for tp in outcome.deleted:
                     # Kafka: a partition the metadata does not know is likely deleted; skip it
