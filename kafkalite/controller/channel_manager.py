@@ -28,6 +28,7 @@ from kafkalite.controller.states import LeaderIsrAndControllerEpoch
 from kafkalite.network.broker_client import BrokerConnection
 from kafkalite.protocol.inter_broker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest, row_type
 from kafkalite.cluster.topic_partition import TopicPartition
+from kafkalite.slices import Steps, run_at_once, run_in_slices
 from kafkalite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -218,16 +219,29 @@ class ControllerBrokerRequestBatch:
     # -- building and sending -----------------------------------------------------------------
     def send_requests_to_brokers(self, controller_epoch: int) -> None:
         try:
-            self._send_leader_and_isr(controller_epoch)
-            self._send_update_metadata(controller_epoch)
-            self._send_stop_replica(controller_epoch)
+            run_at_once(self._send_steps(controller_epoch))
         finally:
             self.clear()
+
+    async def send_requests_to_brokers_in_slices(self, controller_epoch: int) -> None:
+        """The same requests, built in slices of the event loop: the rows of a 1,000-partition
+        LeaderAndIsr and UpdateMetadata take milliseconds to build. Only the controller's event
+        task uses a batch, so nothing changes it between slices."""
+        try:
+            await run_in_slices(self._send_steps(controller_epoch))
+        finally:
+            self.clear()
+
+    def _send_steps(self, controller_epoch: int) -> Steps[None]:
+        # a step per partition row (see slices); the requests leave in Kafka's order
+        yield from self._send_leader_and_isr(controller_epoch)
+        yield from self._send_update_metadata(controller_epoch)
+        yield from self._send_stop_replica(controller_epoch)
 
     def _broker_epoch(self, broker_id: int) -> int:
         return self.context.live_broker_epochs.get(broker_id, -1)
 
-    def _send_leader_and_isr(self, controller_epoch: int) -> None:
+    def _send_leader_and_isr(self, controller_epoch: int) -> Steps[None]:
         Req = LeaderAndIsrRequest[LEADER_AND_ISR_VERSION]
         T = Req.LeaderAndIsrTopicState
         P = _LeaderAndIsrPartitionRow
@@ -248,6 +262,7 @@ class ControllerBrokerRequestBatch:
                                     lai.isr, lai.partition_epoch, assignment.replicas,
                                     assignment.adding_replicas, assignment.removing_replicas, is_new,
                                     lai.leader_recovery_state))
+                yield None
             live_leaders = []
             for b in sorted(leaders):
                 info = self.context.live_brokers.get(b)
@@ -261,7 +276,7 @@ class ControllerBrokerRequestBatch:
                           request_type=0, topic_states=topics, live_leaders=live_leaders)
             self.channel.send(broker_id, request, LEADER_AND_ISR_VERSION, self.on_leader_and_isr_response)
 
-    def _update_metadata_partition_states(self, Req: type) -> list:
+    def _update_metadata_partition_states(self, Req: type) -> Steps[list]:
         T = Req.UpdateMetadataTopicState
         P = _UpdateMetadataPartitionRow
         ctx = self.context
@@ -282,6 +297,7 @@ class ControllerBrokerRequestBatch:
                 ps = by_topic[tp.topic] = []
             ps.append(P(tp.partition, leadership.controller_epoch, leader, lai.leader_epoch, lai.isr,
                         lai.partition_epoch, replicas, offline))
+            yield None
         return [T(topic_name=t, topic_id=ctx.topic_ids.get(t), partition_states=ps) for t, ps in by_topic.items()
                 if t in ctx.topic_ids]
 
@@ -296,11 +312,11 @@ class ControllerBrokerRequestBatch:
                                           for ep in info.endpoints], rack=info.rack))
         return out
 
-    def _send_update_metadata(self, controller_epoch: int) -> None:
+    def _send_update_metadata(self, controller_epoch: int) -> Steps[None]:
         if not self.update_metadata_brokers:
             return
         Req = UpdateMetadataRequest[UPDATE_METADATA_VERSION]
-        topic_states = self._update_metadata_partition_states(Req)
+        topic_states = yield from self._update_metadata_partition_states(Req)
         live_brokers = self._live_brokers(Req)
         for broker_id in sorted(self.update_metadata_brokers):
             if broker_id not in self.context.live_broker_epochs:
@@ -310,7 +326,7 @@ class ControllerBrokerRequestBatch:
                           topic_states=topic_states, live_brokers=live_brokers)
             self.channel.send(broker_id, request, UPDATE_METADATA_VERSION)
 
-    def _send_stop_replica(self, controller_epoch: int) -> None:
+    def _send_stop_replica(self, controller_epoch: int) -> Steps[None]:
         Req = StopReplicaRequest[STOP_REPLICA_VERSION]
         T = Req.StopReplicaTopicState
         P = T.StopReplicaPartitionState
@@ -321,6 +337,7 @@ class ControllerBrokerRequestBatch:
             for tp, st in sorted(states.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
                 by_topic.setdefault(tp.topic, []).append(
                     P(partition_index=tp.partition, leader_epoch=st.leader_epoch, delete_partition=st.delete))
+                yield None
             request = Req(controller_id=self.controller_id, is_k_raft_controller=False,
                           controller_epoch=controller_epoch, broker_epoch=self._broker_epoch(broker_id),
                           topic_states=[T(topic_name=t, partition_states=ps) for t, ps in by_topic.items()])

@@ -39,6 +39,7 @@ from kafkalite.controller.zk.kafka_zk_client import ControllerMovedError, KafkaZ
 from kafkalite.controller.zk.znodes import FEATURE_STATUS_ENABLED, BrokerRegistration, FeatureZNode
 from kafkalite.controller.zk.znode_store import ZkState, ZNodeStore
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+from kafkalite.slices import SliceClock
 from kafkalite.cluster.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -267,6 +268,7 @@ class KafkaController:
         if not topics:
             return added
         assignments = await self.zk.get_topic_assignments(topics)
+        clock = SliceClock()     # a CreateTopics of thousands of partitions: other clients go on
         for topic, ta in assignments.items():
             ctx.add_topic(topic, ta.topic_id)
             self._watch_partition_modifications(topic)
@@ -277,10 +279,12 @@ class KafkaController:
                 if a.is_being_reassigned:
                     ctx.partitions_being_reassigned.add(tp)
                 added[topic][p] = a
+                await clock.tick()
         states = await self.zk.get_partition_states(
             [TopicPartition(t, p) for t, ps in added.items() for p in ps])
         for tp, leadership in states.items():
             ctx.put_leadership(tp, leadership)
+            await clock.tick()
         return added
 
     def _watch_partition_modifications(self, topic: str) -> None:
@@ -607,7 +611,7 @@ class KafkaController:
         self.batch.new_batch()
         for tp in followed:
             self.batch.add_stop_replica_request_for_brokers([broker_id], tp, delete=False)
-        self.batch.send_requests_to_brokers(ctx.epoch)
+        await self.batch.send_requests_to_brokers_in_slices(ctx.epoch)
         await self.replica_sm.handle_state_changes(
             [PartitionAndReplica(tp.topic, tp.partition, broker_id) for tp in followed], ReplicaState.OfflineReplica)
         return sorted(ctx.partition_leaders_on_broker(broker_id), key=_tp_key)

@@ -67,7 +67,7 @@ class PartitionStateMachine:
         self.batch.new_batch()
         try:
             result = await self._do_handle_state_changes(partitions, target, strategy)
-            self.batch.send_requests_to_brokers(self.context.epoch)
+            await self.batch.send_requests_to_brokers_in_slices(self.context.epoch)
             return result
         except ControllerMovedError:
             self.batch.clear()

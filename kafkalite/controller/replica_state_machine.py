@@ -14,6 +14,7 @@ from kafkalite.controller.states import (LeaderAndIsr, LeaderIsrAndControllerEpo
                                          remove_replica_from_isr)
 from kafkalite.controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from kafkalite.cluster.topic_partition import TopicPartition
+from kafkalite.slices import SliceClock
 
 log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("kafkalite.state.change.logger")
@@ -56,7 +57,7 @@ class ReplicaStateMachine:
                 by_broker[r.replica].append(r)
             for broker_id, rs in by_broker.items():
                 await self._do_handle_state_changes(broker_id, rs, target)
-            self.batch.send_requests_to_brokers(self.context.epoch)
+            await self.batch.send_requests_to_brokers_in_slices(self.context.epoch)
         except ControllerMovedError:
             self.batch.clear()
             raise
@@ -67,8 +68,10 @@ class ReplicaStateMachine:
     async def _do_handle_state_changes(self, replica_id: int, replicas: list[PartitionAndReplica],
                                        target: ReplicaState) -> None:
         ctx = self.context
+        clock = SliceClock()     # a replica per step: thousands in a CreateTopics or a failover
         valid = []
         for r in replicas:
+            await clock.tick()
             current = ctx.replica_states.setdefault(r, ReplicaState.NonExistentReplica)
             if is_valid_replica_transition(current, target):
                 valid.append(r)
@@ -78,6 +81,7 @@ class ReplicaStateMachine:
                                        replica_id, r.tp, current.name, target.name)
         if target == ReplicaState.NewReplica:
             for r in valid:
+                await clock.tick()
                 leadership = ctx.leadership(r.tp)
                 if leadership is not None:
                     if leadership.leader_and_isr.leader == replica_id:
@@ -90,6 +94,7 @@ class ReplicaStateMachine:
         elif target == ReplicaState.OnlineReplica:
             recipient = [replica_id]
             for r in valid:
+                await clock.tick()
                 tp = TopicPartition(r.topic, r.partition)
                 if ctx.replica_states[r] == ReplicaState.NewReplica:
                     assignment = ctx.partition_full_replica_assignment(tp)
