@@ -207,7 +207,12 @@ def test_close_fails_the_send_in_flight_and_later_sends() -> None:
         async with FakeBroker(_silent) as fake:
             conn = BrokerConnection("127.0.0.1", fake.port, client_id="c", request_timeout_ms=10000)
             pending = asyncio.ensure_future(conn.send(ControlledShutdownRequest(broker_id=1), 1))
-            await asyncio.sleep(0.1)
+            # connected (and so the request written) within 5 s, however busy the machine
+            for _ in range(500):
+                if conn.connected:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
             assert conn.connected and not pending.done()
             await conn.close()
             with pytest.raises(ConnectionError):
