@@ -498,15 +498,20 @@ class KafkaController:
             self.mute_partition_modifications(t)
             ctx.remove_topic(t)
         added = await self._load_topics(new_topics)
+        # Kafka's two lines name every new partition: ~1-2 ms each for 1,000 partitions, so the
+        # loop serves others between them and the work around them
+        await asyncio.sleep(0)
         log.info("New topics: [%s], deleted topics: [%s], new partition replica assignment [%s]",
                  ",".join(sorted(new_topics)), ",".join(sorted(deleted)),
                  {t: {p: list(a.replicas) for p, a in ps.items()} for t, ps in added.items()})
         new_partitions = [TopicPartition(t, p) for t, ps in sorted(added.items()) for p in sorted(ps)]
         if new_partitions:
+            await asyncio.sleep(0)
             await self._on_new_partition_creation(new_partitions)
 
     async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
         log.info("New partition creation callback for %s", ",".join(map(str, partitions)))
+        await asyncio.sleep(0)
         ctx = self.context
         await self.partition_sm.handle_state_changes(partitions, PartitionState.NewPartition)
         await self.replica_sm.handle_state_changes(ctx.replicas_for_partitions(partitions), ReplicaState.NewReplica)
