@@ -297,3 +297,12 @@ def test_producer_id_block_round_trip(broker, first, size) -> None:
 def test_reassignment_round_trip(reassignment) -> None:
     r = {z.TopicPartition(*k): v for k, v in reassignment.items()}
     assert z.decode_reassignment(z.encode_reassignment(r)) == r
+
+
+@given(st.text())
+def test_java_string_hash_is_javas_over_utf16_units(s: str) -> None:
+    units = s.encode("utf-16-be", "surrogatepass")
+    expected = 0
+    for i in range(0, len(units), 2):
+        expected = (31 * expected + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    assert z.java_string_hash(s) == expected

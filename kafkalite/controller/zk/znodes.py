@@ -185,6 +185,10 @@ def java_string_hash(s: str) -> int:
     keys hashed are partition numbers, config names and topic names, the same ones again and
     again (the assignment of a 1,000-partition topic orders 1,000 keys: 0.8 -> 0.1 ms)."""
     h = 0
+    if s.isascii():        # one UTF-16 unit per byte: the common case, twice as fast
+        for c in s.encode("ascii"):
+            h = (31 * h + c) & 0xFFFFFFFF
+        return h
     b = s.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(b), 2):
         h = (31 * h + ((b[i] << 8) | b[i + 1])) & 0xFFFFFFFF
