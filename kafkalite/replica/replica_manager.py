@@ -143,6 +143,9 @@ class ReplicaManager:
         # Kafka's HostedPartition.Offline: the log could not be created (out of descriptors,
         # memory or disk); clients get KAFKA_STORAGE_ERROR, the next LeaderAndIsr tries again.
         self.offline_partitions: set[TopicPartition] = set()
+        # leaders whose last append failed on storage (a full disk): logged once when it starts
+        # and once when appends succeed again, not per produce request
+        self._append_storage_failures: set[TopicPartition] = set()
         # each log dir's high-watermark checkpoint as read once, for partitions created later
         self._hw_checkpoints: dict[Path, dict[tuple[str, int], int]] = {}
         # what a leader partition needs to keep its ISR (Kafka passes these to each Partition)
@@ -685,6 +688,18 @@ class ReplicaManager:
         return entry is not None and entry.current_txn_first_offset is not None \
             and entry.producer_epoch == producer_epoch
 
+    def _note_append_storage_failure(self, tp: TopicPartition, e: Exception) -> None:
+        """Kafka logs "Error while appending records to <tp> in dir <dir>" (and takes the dir
+        offline); here the partition keeps its leadership and answers KAFKA_STORAGE_ERROR until
+        an append succeeds (room made on a full disk), so the line comes once per episode."""
+        if tp in self._append_storage_failures:
+            return
+        self._append_storage_failures.add(tp)
+        partition = self.partitions.get(tp)
+        where = partition.log.dir.parent if partition is not None and partition.log is not None else "?"
+        log.error("Error while appending records to %s in dir %s: %s; its producers get KAFKA_STORAGE_ERROR "
+                  "until an append succeeds again", tp, where, e)
+
     async def append_records(self, timeout_ms: int, required_acks: int,
                              entries: dict[TopicPartition, bytes | memoryview], *,
                              origin: str = ORIGIN_CLIENT
@@ -701,6 +716,8 @@ class ReplicaManager:
                 partition = self.leader_partition(tp)
                 info = partition.append_records_to_leader(records, required_acks, ts, origin)
             except Exception as e:  # the log's errors carry Kafka codes
+                if isinstance(e, KafkaStorageError):
+                    self._note_append_storage_failure(tp, e)
                 result.error, message = _append_error_of(tp, e)
                 result.record_errors = list(getattr(e, "record_errors", None) or [])
                 # Kafka's appendToLocalLog: only a RecordValidationException (per-record errors)
@@ -710,6 +727,9 @@ class ReplicaManager:
                 if not _unknown_append_info(e):
                     result.log_start_offset = _log_start_offset(self.partitions.get(tp))
                 continue
+            if self._append_storage_failures and tp in self._append_storage_failures:
+                self._append_storage_failures.discard(tp)
+                log.info("Appends to %s succeed again", tp)
             self.broker_topic_stats.record_append(tp.topic, len(records), info.last_offset - info.first_offset + 1)
             result.base_offset = info.first_offset
             result.log_append_time = info.log_append_time

@@ -3,10 +3,17 @@ hard, so it cannot raise it) is too small for a CreateTopics creates what fits, 
 KAFKA_STORAGE_ERROR for the partitions whose logs it could not create, goes on serving (new
 connections too: log creation leaves descriptors for them), restarts with the same limit,
 refuses to start in one line when the segments on disk cannot fit, and once the limit is raised
-creates the missing logs and serves every topic with every acknowledged record."""
+creates the missing logs and serves every topic with every acknowledged record.
+
+Running out of disk space never corrupts state either: produce into a log dir that fills up (a
+tmpfs in a mount namespace of its own) gets KAFKA_STORAGE_ERROR, with one ERROR line in the
+broker's log; the broker goes on serving; once there is room again appends succeed, and every
+acknowledged record is there, in order, after a restart too."""
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +148,62 @@ def test_one_descriptor_per_partition(tmp_path) -> None:
                        what=f"{base + n} descriptors (have {open_fds(b.pid)})")
     finally:
         b.close()
+
+
+def test_produce_into_a_full_disk_then_make_room(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    # the namespace lives as long as this holder; brokers join it through nsenter (which execs)
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               f"mount -t tmpfs -o size=12m tmpfs {mnt} && echo mounted && exec sleep 600"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert holder.stdout is not None
+    if holder.stdout.readline().strip() != "mounted":
+        holder.kill()
+        pytest.fail(f"cannot mount a tmpfs in a mount namespace of its own: {holder.communicate()[1]}")
+    in_ns = ["nsenter", "-t", str(holder.pid), "-m"]
+    # ~4 MiB left for the broker: its store and 50 __consumer_offsets logs are not created here
+    subprocess.run(in_ns + ["dd", "if=/dev/zero", f"of={mnt}/filler", "bs=1M", "count=8"], check=True,
+                   capture_output=True)
+    b = Broker(log_dir=mnt / "logs", command_prefix=in_ns)
+    try:
+        b.start()
+        # small segments: the disk also fills up while a segment rolls
+        create_topic(b.bootstrap_servers, "t", 1, configs={"segment.bytes": "102400"})
+        acked: list[bytes] = []
+        errors: list[int] = []
+        with RawClient(b.bootstrap_servers) as c:
+            for i in range(20_000):
+                value = b"%06d" % i + b"x" * 1000
+                error, offset = produce_one(c, "t", 0, value)
+                if error == 0:
+                    assert offset == len(acked)
+                    acked.append(value)
+                else:
+                    errors.append(error)
+                    if len(errors) == 20:
+                        break
+            assert set(errors) == {KAFKA_STORAGE_ERROR} and len(errors) == 20
+            assert 2000 < len(acked) < 4096
+            # still serving: metadata, and reads of what is there
+            assert c.metadata(["t"]).topics[0].error_code == 0
+            assert values(c, "t", 0) == acked
+            subprocess.run(in_ns + ["rm", f"{mnt}/filler"], check=True)
+            for i in range(200):
+                value = b"after-%03d" % i
+                assert produce_one(c, "t", 0, value) == (0, len(acked))
+                acked.append(value)
+            assert values(c, "t", 0) == acked
+        log_lines = b.output().splitlines()
+        failed = [ln for ln in log_lines if "Error while appending records to t-0 in dir" in ln]
+        assert len(failed) == 1 and " ERROR " in failed[0] and "No space left on device" in failed[0], failed
+        assert sum("Appends to t-0 succeed again" in ln for ln in log_lines) == 1
+        b.stop()
+        b.start()
+        with RawClient(b.bootstrap_servers) as c:
+            assert values(c, "t", 0) == acked
+            assert produce_one(c, "t", 0, b"restarted") == (0, len(acked))
+    finally:
+        b.close()
+        holder.kill()
+        holder.wait()
