@@ -2,7 +2,8 @@
 `own_broker_handler`), not encoded and decoded again in the same process. That is only sound if
 a handler reads from the object exactly what it would read from the decoded request; these tests
 build the controller's LeaderAndIsr, UpdateMetadata and StopReplica requests as a failover does
-(rows, shared lists, several topics, a reassignment, a deletion, an offline replica) and compare
+(rows, shared lists, several topics, a reassignment, a deletion, an offline replica; at once and
+in slices of the event loop) and compare
 every field of every version-valid struct, the handlers' views, and the answer the controller
 reads, with what the wire would give. The last test runs the channel end to end: a request to
 the own broker reaches the handler directly, one to another broker goes over the network."""
@@ -44,9 +45,10 @@ class CapturingChannel(ControllerChannelManager):
         self.sent.append((broker_id, request, api_version))
 
 
-def failover_requests() -> list[tuple[int, Any, int]]:
+def failover_requests(sliced: bool = False, extra_partitions: int = 0) -> list[tuple[int, Any, int]]:
     """What one controller event sends: LeaderAndIsr to brokers 0 and 1 (2 is offline), one
-    UpdateMetadata per live broker, StopReplica with and without deletion."""
+    UpdateMetadata per live broker, StopReplica with and without deletion. `sliced`: built by
+    send_requests_to_brokers_in_slices (as the state machines do) instead of at once."""
     ctx = ControllerContext(epoch=3)
     ctx.set_live_brokers({0: (broker(0), 100), 1: (broker(1), 101)})
     ctx.add_topic("a", TOPIC_A)
@@ -56,6 +58,8 @@ def failover_requests() -> list[tuple[int, Any, int]]:
         ctx.update_partition_replica_assignment(TopicPartition("a", p), ReplicaAssignment(shared))
     ctx.update_partition_replica_assignment(TopicPartition("a", 4), ReplicaAssignment((0, 1, 2), (2,), (1,)))
     ctx.update_partition_replica_assignment(TopicPartition("b", 0), ReplicaAssignment((1, 0)))
+    for p in range(extra_partitions):
+        ctx.update_partition_replica_assignment(TopicPartition("a", 5 + p), ReplicaAssignment(shared))
     channel = CapturingChannel()
     batch = ControllerBrokerRequestBatch(0, ctx, channel, "PLAINTEXT")
     for tp in ctx.all_partitions():
@@ -70,8 +74,56 @@ def failover_requests() -> list[tuple[int, Any, int]]:
     batch.add_update_metadata_request_for_brokers([0, 1])
     batch.add_stop_replica_request_for_brokers([0, 1], TopicPartition("b", 0), delete=True)
     batch.add_stop_replica_request_for_brokers([1], TopicPartition("a", 4), delete=False)
-    batch.send_requests_to_brokers(controller_epoch=3)
+    if sliced:
+        asyncio.run(batch.send_requests_to_brokers_in_slices(controller_epoch=3))
+    else:
+        batch.send_requests_to_brokers(controller_epoch=3)
+    assert not (batch.leader_and_isr or batch.stop_replica or batch.update_metadata_brokers)
     return channel.sent
+
+
+@pytest.mark.parametrize("extra_partitions", [0, 3000])
+def test_requests_built_in_slices_are_the_same(extra_partitions: int) -> None:
+    def encoded(sent: list[tuple[int, Any, int]]) -> list[tuple[int, str, bytes]]:
+        return [(b, type(r).__name__, r.encode(version=v)) for b, r, v in sent]
+    assert encoded(failover_requests(True, extra_partitions)) == encoded(failover_requests(False, extra_partitions))
+
+
+def test_requests_built_in_slices_let_the_loop_run() -> None:
+    """Thousands of partitions' rows: other tasks run while they are built."""
+    ctx = ControllerContext(epoch=1)
+    ctx.set_live_brokers({0: (broker(0), 100)})
+    ctx.add_topic("a", TOPIC_A)
+    channel = CapturingChannel()
+    batch = ControllerBrokerRequestBatch(0, ctx, channel, "PLAINTEXT")
+    for p in range(20_000):
+        tp = TopicPartition("a", p)
+        ctx.update_partition_replica_assignment(tp, ReplicaAssignment((0,)))
+        leadership = LeaderIsrAndControllerEpoch(LeaderAndIsr(leader=0, leader_epoch=0, isr=(0,)), 1)
+        ctx.partition_leadership[tp] = leadership
+        batch.add_leader_and_isr_request_for_brokers([0], tp, leadership, ctx.partition_full_replica_assignment(tp),
+                                                     is_new=True)
+
+    async def run() -> int:
+        ticks = 0
+        done = False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done:
+                ticks += 1
+                await asyncio.sleep(0)
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        start = ticks
+        await batch.send_requests_to_brokers_in_slices(controller_epoch=1)
+        done = True
+        await task
+        return ticks - start
+    assert asyncio.run(run()) >= 10      # ~1 ms slices of ~40 ms of rows
+    assert [(b, type(r).__name__) for b, r, _ in channel.sent] == [(0, "LeaderAndIsrRequest"), (0, "UpdateMetadataRequest")]
+    assert len(channel.sent[0][1].topic_states[0].partition_states) == 20_000
+
 
 
 def wire(message: Any, version: int, response: bool = False) -> Any:
