@@ -1545,6 +1545,24 @@ def run_scale_round(results: Results, rnd: int, args: argparse.Namespace, order:
                     results.add(f"produce_p{partitions}_mb_s", name, r.mb_s)
                     print(f"[bench]   {r.mb_s:.1f} MB/s over {partitions} partitions "
                           f"({r.seconds:.2f} s)", file=sys.stderr)
+                    # The ratio under equal conditions: the same broker, the same volume,
+                    # the N partitions written once already, against 3 partitions (the figure
+                    # above also pays each partition's first writes; produce_mb_s comes from
+                    # another broker, phase and volume).
+                    three = f"bench-scale-3-r{rnd}"
+                    same = run_phase(results, phase, t, lambda: (
+                        t.create_topic(three, PARTITIONS, args.timeout),
+                        scale.produce_spread(t.bootstrap, topic, partitions, args.scale_messages,
+                                             value, args.timeout),
+                        scale.produce_spread(t.bootstrap, three, PARTITIONS, args.scale_messages,
+                                             value, args.timeout))[1:])
+                    if same is not None:
+                        again, over3 = same
+                        results.add(f"produce_p{partitions}_again_mb_s", name, again.mb_s)
+                        results.add(f"produce_p{partitions}_3same_mb_s", name, over3.mb_s)
+                        print(f"[bench]   same broker and volume: {again.mb_s:.1f} MB/s over "
+                              f"{partitions} partitions again, {over3.mb_s:.1f} MB/s over "
+                              f"{PARTITIONS}", file=sys.stderr)
             if pid and before is not None:
                 after = scale.process_resources(pid)
                 results.add(f"rss_p{partitions}_mib", name, after.rss_kib / 1024.0)
@@ -1763,6 +1781,13 @@ def scale_rows(args: argparse.Namespace) -> list[Row]:
                 Row(f"produce_p{n}_mb_s", f"produce over {n:,} partitions (MB/s)", "{:.1f}", ph),
                 Row(f"produce_p{n}_of_3", f"produce over {n:,} partitions / over 3, same target",
                     "{:.2f}", ph, ratio=False),
+                Row(f"produce_p{n}_again_mb_s",
+                    f"produce over {n:,} partitions again, same broker (MB/s)", "{:.1f}", ph),
+                Row(f"produce_p{n}_3same_mb_s",
+                    f"produce over 3 partitions, same broker and volume (MB/s)", "{:.1f}", ph),
+                Row(f"produce_p{n}_again_of_3same",
+                    f"produce over {n:,} partitions again / over 3, same broker and volume",
+                    "{:.2f}", ph, ratio=False),
             ]
         rows += [
             Row(f"create_p{n}_ms", f"CreateTopics of {n:,} partitions until all led (ms)",
@@ -1820,6 +1845,12 @@ def add_derived(results: Results, args: argparse.Namespace) -> None:
             three = results.median("produce_mb_s", t)
             if many is not None and three:
                 results.add(f"produce_p{sp[1]}_of_3", t, many / three)
+            # per round, then the median: both figures of a round come from one broker
+            again = results.values.get(f"produce_p{sp[1]}_again_mb_s", {}).get(t, [])
+            same3 = results.values.get(f"produce_p{sp[1]}_3same_mb_s", {}).get(t, [])
+            for a, b in zip(again, same3):
+                if b:
+                    results.add(f"produce_p{sp[1]}_again_of_3same", t, a / b)
 
 
 def cell(results: Results, metric: str, target: str, fmt: str, phase: str) -> str:

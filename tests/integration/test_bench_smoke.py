@@ -90,6 +90,10 @@ STALL_PHASES = "stall-fetch,stall-flush,stall-create"
 SCALE_N = 20  # partitions of the scale run
 SCALE_EXPECTED = {
     f"produce_p{SCALE_N}_mb_s": EVERY,
+    # the same broker and volume again, and over 3 partitions, and the ratio of the two
+    f"produce_p{SCALE_N}_again_mb_s": EVERY,
+    f"produce_p{SCALE_N}_3same_mb_s": EVERY,
+    f"produce_p{SCALE_N}_again_of_3same": EVERY,
     **{f"{m}_p{SCALE_N}{unit}": BROKERS for m, unit in (
         ("create", "_ms"), ("rss", "_mib"), ("rss_per_partition", "_kib"), ("fds", ""),
         ("fds_per_partition", ""), ("shutdown", "_ms"))},
@@ -225,6 +229,9 @@ def test_quick_scale_bench_reports_every_figure(tmp_path: Path) -> None:
     n = f"{SCALE_N:,}"
     assert set(rows) == {
         f"produce over {n} partitions (MB/s)",
+        f"produce over {n} partitions again, same broker (MB/s)",
+        "produce over 3 partitions, same broker and volume (MB/s)",
+        f"produce over {n} partitions again / over 3, same broker and volume",
         f"CreateTopics of {n} partitions until all led (ms)",
         f"VmRSS with {n} partitions (MiB)", f"VmRSS per partition, {n} partitions (KiB)",
         f"open descriptors with {n} partitions", f"descriptors per partition, {n} partitions",
@@ -232,6 +239,11 @@ def test_quick_scale_bench_reports_every_figure(tmp_path: Path) -> None:
         *(f"restart after {sig}, {n} partitions: spawn to {what} (ms)"
           for sig in ("SIGTERM", "SIGKILL") for what in ("all led", "a record in each"))}
     assert rows[f"produce over {n} partitions (MB/s)"][3] != "—"  # kafkalite/Kafka
+    for target in EVERY:   # one round: the ratio is that round's two figures
+        assert medians[f"produce_p{SCALE_N}_again_of_3same"][target] == pytest.approx(
+            medians[f"produce_p{SCALE_N}_again_mb_s"][target] / medians[f"produce_p{SCALE_N}_3same_mb_s"][target])
+    ratio_cells = rows[f"produce over {n} partitions again / over 3, same broker and volume"]
+    assert all(_number(c) > 0 for c in ratio_cells[:3]) and ratio_cells[3:] == ["—", "—"], ratio_cells
     assert _number(rows[f"produce over {n} partitions (MB/s)"][2]) > 0  # the mock
     for label, cells in rows.items():
         if label.startswith("produce"):
