@@ -1784,7 +1784,7 @@ def scale_rows(args: argparse.Namespace) -> list[Row]:
                 Row(f"produce_p{n}_again_mb_s",
                     f"produce over {n:,} partitions again, same broker (MB/s)", "{:.1f}", ph),
                 Row(f"produce_p{n}_3same_mb_s",
-                    f"produce over 3 partitions, same broker and volume (MB/s)", "{:.1f}", ph),
+                    f"produce over 3 partitions, same broker and volume as over {n:,} (MB/s)", "{:.1f}", ph),
                 Row(f"produce_p{n}_again_of_3same",
                     f"produce over {n:,} partitions again / over 3, same broker and volume",
                     "{:.2f}", ph, ratio=False),

@@ -230,7 +230,7 @@ def test_quick_scale_bench_reports_every_figure(tmp_path: Path) -> None:
     assert set(rows) == {
         f"produce over {n} partitions (MB/s)",
         f"produce over {n} partitions again, same broker (MB/s)",
-        "produce over 3 partitions, same broker and volume (MB/s)",
+        f"produce over 3 partitions, same broker and volume as over {n} (MB/s)",
         f"produce over {n} partitions again / over 3, same broker and volume",
         f"CreateTopics of {n} partitions until all led (ms)",
         f"VmRSS with {n} partitions (MiB)", f"VmRSS per partition, {n} partitions (KiB)",
