@@ -42,7 +42,7 @@ def run_at_once(steps: Steps[T]) -> T:
 
 
 async def run_in_slices(steps: Steps[T], slice_s: float = SLICE_S) -> T:
-    deadline = time.monotonic() + slice_s
+    clock = SliceClock(slice_s)
     sent: Any = None
     while True:
         try:
@@ -52,10 +52,9 @@ async def run_in_slices(steps: Steps[T], slice_s: float = SLICE_S) -> T:
         sent = None
         if step is not None:
             sent = await asyncio.to_thread(step.fn)
-            deadline = time.monotonic() + slice_s
-        elif time.monotonic() >= deadline:
-            await asyncio.sleep(0)
-            deadline = time.monotonic() + slice_s
+            clock.restart()      # the loop ran others while the thread worked
+        else:
+            await clock.tick()
 
 
 class SliceClock:
@@ -71,6 +70,10 @@ class SliceClock:
         if time.monotonic() >= self._deadline:
             await asyncio.sleep(0)
             self._deadline = time.monotonic() + self._slice_s
+
+    def restart(self) -> None:
+        """A new slice from now (after an await that let the loop run anyway)."""
+        self._deadline = time.monotonic() + self._slice_s
 
 
 async def log_in_slices(logger: logging.Logger, level: int, msg: str, args: list[tuple[Any, ...]],
