@@ -171,6 +171,7 @@ class ReplicaManager:
 
     def stop_replica(self, tp: TopicPartition, delete: bool) -> None:
         partition = self.partitions.pop(tp, None)
+        self._append_storage_failures.discard(tp)
         if partition is None:
             return
         # Waiting operations on this partition complete now with an error rather than time out.
@@ -536,6 +537,7 @@ class ReplicaManager:
         for tp, delete in stopped:
             if delete:
                 self.offline_partitions.discard(tp)
+                self._append_storage_failures.discard(tp)   # a topic made again starts afresh
                 self.partitions.pop(tp, None)
                 to_delete.append(tp)
             # a former leader's waiting produce / fetch complete now instead of timing out
