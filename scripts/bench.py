@@ -1538,31 +1538,15 @@ def run_scale_round(results: Results, rnd: int, args: argparse.Namespace, order:
                 continue
             if name != MOCK:
                 results.add(f"create_p{partitions}_ms", name, created * 1000.0)
+            produced, broker_up = False, True
             if do_produce:
                 r = run_phase(results, phase, t, lambda: scale.produce_spread(
                     t.bootstrap, topic, partitions, args.scale_messages, value, args.timeout))
+                produced = r is not None
                 if r is not None:
                     results.add(f"produce_p{partitions}_mb_s", name, r.mb_s)
                     print(f"[bench]   {r.mb_s:.1f} MB/s over {partitions} partitions "
                           f"({r.seconds:.2f} s)", file=sys.stderr)
-                    # The issue's ratio under equal conditions: the same broker, the same volume,
-                    # the N partitions written once already, against 3 partitions (the figure
-                    # above also pays each partition's first writes; produce_mb_s comes from
-                    # another broker, phase and volume).
-                    three = f"bench-scale-3-r{rnd}"
-                    same = run_phase(results, phase, t, lambda: (
-                        t.create_topic(three, PARTITIONS, args.timeout),
-                        scale.produce_spread(t.bootstrap, topic, partitions, args.scale_messages,
-                                             value, args.timeout),
-                        scale.produce_spread(t.bootstrap, three, PARTITIONS, args.scale_messages,
-                                             value, args.timeout))[1:])
-                    if same is not None:
-                        again, over3 = same
-                        results.add(f"produce_p{partitions}_again_mb_s", name, again.mb_s)
-                        results.add(f"produce_p{partitions}_3same_mb_s", name, over3.mb_s)
-                        print(f"[bench]   same broker and volume: {again.mb_s:.1f} MB/s over "
-                              f"{partitions} partitions again, {over3.mb_s:.1f} MB/s over "
-                              f"{PARTITIONS}", file=sys.stderr)
             if pid and before is not None:
                 after = scale.process_resources(pid)
                 results.add(f"rss_p{partitions}_mib", name, after.rss_kib / 1024.0)
@@ -1581,6 +1565,7 @@ def run_scale_round(results: Results, rnd: int, args: argparse.Namespace, order:
                                    lambda: scale.measure_restart(t, topic, partitions, sig,
                                                                  args.timeout))
                     if rr is None:
+                        broker_up = False
                         break
                     if rr.stop_s is not None:
                         results.add(f"shutdown_p{partitions}_ms", name, rr.stop_s * 1000.0)
@@ -1591,12 +1576,36 @@ def run_scale_round(results: Results, rnd: int, args: argparse.Namespace, order:
                           f"record in each {rr.produce_s:.2f} s"
                           + (f" (exit took {rr.stop_s:.2f} s)" if rr.stop_s is not None else ""),
                           file=sys.stderr)
+            if produced and broker_up:
+                measure_same_broker_ratio(results, rnd, args, t, topic, partitions, value)
         finally:
             try:
                 t.stop()
             except Exception as e:  # noqa: BLE001 -- stopping must never hide the results
                 print(f"[bench] stopping {t.name}: {e}", file=sys.stderr)
             results.record_stops(t)
+
+
+def measure_same_broker_ratio(results: Results, rnd: int, args: argparse.Namespace, t: Target,
+                              topic: str, partitions: int, value: bytes) -> None:
+    """The issue's produce-N ratio under equal conditions: the same broker and volume, the N
+    partitions written once already, against 3 partitions (produce_p{N} also pays each
+    partition's first writes; produce_mb_s comes from another broker, phase and volume). Run
+    last on the target, after the resource snapshot and the restarts, so that those measure
+    what they did before this existed."""
+    three = f"bench-scale-3-r{rnd}"
+    same = run_phase(results, f"produce-{partitions}-same", t, lambda: (
+        t.create_topic(three, PARTITIONS, args.timeout),
+        scale.produce_spread(t.bootstrap, topic, partitions, args.scale_messages, value, args.timeout),
+        scale.produce_spread(t.bootstrap, three, PARTITIONS, args.scale_messages, value,
+                             args.timeout))[1:])
+    if same is None:
+        return
+    again, over3 = same
+    results.add(f"produce_p{partitions}_again_mb_s", t.name, again.mb_s)
+    results.add(f"produce_p{partitions}_3same_mb_s", t.name, over3.mb_s)
+    print(f"[bench]   same broker and volume: {again.mb_s:.1f} MB/s over {partitions} partitions "
+          f"again, {over3.mb_s:.1f} MB/s over {PARTITIONS}", file=sys.stderr)
 
 
 def run_group_phases(results: Results, rnd: int, args: argparse.Namespace,
@@ -1713,6 +1722,8 @@ class Row:
     ratio: bool = True
     # kafkalite's figure to divide, when it sits in another row (Kafka incl. ZooKeeper)
     kafkalite_metric: str = ""
+    # the phase whose failures the row's cells count, when not `phase` (which selects the row)
+    failures_of: str = ""
 
 
 NOT_REF = "not a reference (mock keeps only recent data in memory)"
@@ -1782,12 +1793,14 @@ def scale_rows(args: argparse.Namespace) -> list[Row]:
                 Row(f"produce_p{n}_of_3", f"produce over {n:,} partitions / over 3, same target",
                     "{:.2f}", ph, ratio=False),
                 Row(f"produce_p{n}_again_mb_s",
-                    f"produce over {n:,} partitions again, same broker (MB/s)", "{:.1f}", ph),
+                    f"produce over {n:,} partitions again, same broker (MB/s)", "{:.1f}", ph,
+                    failures_of=f"produce-{n}-same"),
                 Row(f"produce_p{n}_3same_mb_s",
-                    f"produce over 3 partitions, same broker and volume as over {n:,} (MB/s)", "{:.1f}", ph),
+                    f"produce over 3 partitions, same broker and volume as over {n:,} (MB/s)",
+                    "{:.1f}", ph, failures_of=f"produce-{n}-same"),
                 Row(f"produce_p{n}_again_of_3same",
                     f"produce over {n:,} partitions again / over 3, same broker and volume",
-                    "{:.2f}", ph, ratio=False),
+                    "{:.2f}", ph, ratio=False, failures_of=f"produce-{n}-same"),
             ]
         rows += [
             Row(f"create_p{n}_ms", f"CreateTopics of {n:,} partitions until all led (ms)",
@@ -1883,14 +1896,15 @@ def markdown_table(results: Results, args: argparse.Namespace) -> str:
     for row in ROWS + scale_rows(args):
         if row.phase not in args.only:
             continue
-        if row.metric not in results.values and row.phase not in results.errors:
+        failures = row.failures_of or row.phase
+        if row.metric not in results.values and failures not in results.errors:
             continue
         cells = [row.label]
         for t in shown:
             if t not in row.targets:
                 cells.append("—")
                 continue
-            c = cell(results, row.metric, t, row.fmt, row.phase)
+            c = cell(results, row.metric, t, row.fmt, failures)
             if t == MOCK and row.mock_caveat and c != "n/a":
                 c = f"{c} — {row.mock_caveat}"
             cells.append(c)
