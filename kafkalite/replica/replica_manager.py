@@ -31,7 +31,7 @@ from kafkalite.replica.control_states import (EPOCH_DURING_DELETE, NO_EPOCH, Lea
                                               StopReplicaPartitionState)
 from kafkalite.replica.partition import EpochCheckpointReader, Partition, ReplicationContext, TopicPartition
 from kafkalite.replica.replica_selector import ClientMetadata, ReplicaSelector, preferred_read_replica_of
-from kafkalite.slices import SLICE_S, OffLoop, Steps, run_at_once, run_in_slices
+from kafkalite.slices import OffLoop, SliceClock, Steps, run_at_once, run_in_slices
 from kafkalite.replica.results import (FetchPartitionRequest, FetchPartitionResult,
                                        ListOffsetsPartitionResult, ProducePartitionResult)
 
@@ -558,12 +558,9 @@ class ReplicaManager:
         failures: dict[TopicPartition, Exception] = {}
         doomed: list[Path] = []
         checkpoint_dirs: set[Path] = set()
-        slice_end = time.monotonic() + SLICE_S
+        clock = SliceClock()     # thousands of partitions: the loop serves others every slice
         for tp in tps:
-            if time.monotonic() >= slice_end:
-                # thousands of partitions: let the loop serve others every few ms
-                await asyncio.sleep(0)
-                slice_end = time.monotonic() + SLICE_S
+            await clock.tick()
             lg = self.log_manager.get_log(tp)
             if lg is None:
                 continue
