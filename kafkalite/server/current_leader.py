@@ -4,15 +4,14 @@ leader and epoch this broker knows, and the response lists those leaders' endpoi
 client moves to the new leader without a metadata round trip."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
+
+from kafkalite.protocol.produce_response import NodeEndpoint
 
 if TYPE_CHECKING:
     from kafkalite.cluster.metadata_cache import MetadataCache
     from kafkalite.replica.partition import TopicPartition
     from kafkalite.replica.replica_manager import ReplicaManager
-
-# (node_id, host, port, rack), as a response's NodeEndpoints entry
-NodeEndpoint = tuple[int, str, int, Optional[str]]
 
 
 def current_leader(replica_manager: "ReplicaManager", cache: "MetadataCache", tp: "TopicPartition",

@@ -13,10 +13,11 @@ from kafkalite.log.errors import UnsupportedCompressionTypeError
 from kafkalite.log.log import FetchDataInfo
 from kafkalite.log.legacy_records import MAGIC_V0, MAGIC_V1, lazy_down_convert
 from kafkalite.protocol.errors import ErrorCode
+from kafkalite.protocol.produce_response import NodeEndpoint
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.replica_selector import ClientMetadata
 from kafkalite.replica.results import FetchPartitionRequest, FetchPartitionResult
-from kafkalite.server.current_leader import NodeEndpoint, current_leader
+from kafkalite.server.current_leader import current_leader
 from kafkalite.server.fetch_session import (CachedPartition, FetchSessionError, INVALID_SESSION_ID,
                                             PartitionKey, RequestedPartition)
 from kafkalite.server.handler import ApiSpec

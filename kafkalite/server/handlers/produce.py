@@ -19,10 +19,10 @@ from kafkalite.log.legacy_records import convert_to_batch, is_legacy
 from kafkalite.log.record_batch import CREATE_TIME, LOG_APPEND_TIME, split_batches
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
-from kafkalite.protocol.produce_response import FIRST_CURRENT_LEADER_VERSION, encode_produce_response
+from kafkalite.protocol.produce_response import FIRST_CURRENT_LEADER_VERSION, NodeEndpoint, encode_produce_response
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.results import ProducePartitionResult
-from kafkalite.server.current_leader import NodeEndpoint, current_leader
+from kafkalite.server.current_leader import current_leader
 from kafkalite.server.encoded_response import EncodedResponse
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.handlers.metadata import ZERO_UUID
