@@ -1604,6 +1604,8 @@ def measure_same_broker_ratio(results: Results, rnd: int, args: argparse.Namespa
     again, over3 = same
     results.add(f"produce_p{partitions}_again_mb_s", t.name, again.mb_s)
     results.add(f"produce_p{partitions}_3same_mb_s", t.name, over3.mb_s)
+    # per round (the median of the quotients): both figures of a round come from one broker
+    results.add(f"produce_p{partitions}_again_of_3same", t.name, again.mb_s / over3.mb_s)
     print(f"[bench]   same broker and volume: {again.mb_s:.1f} MB/s over {partitions} partitions "
           f"again, {over3.mb_s:.1f} MB/s over {PARTITIONS}", file=sys.stderr)
 
@@ -1858,12 +1860,6 @@ def add_derived(results: Results, args: argparse.Namespace) -> None:
             three = results.median("produce_mb_s", t)
             if many is not None and three:
                 results.add(f"produce_p{sp[1]}_of_3", t, many / three)
-            # per round, then the median: both figures of a round come from one broker
-            again = results.values.get(f"produce_p{sp[1]}_again_mb_s", {}).get(t, [])
-            same3 = results.values.get(f"produce_p{sp[1]}_3same_mb_s", {}).get(t, [])
-            for a, b in zip(again, same3):
-                if b:
-                    results.add(f"produce_p{sp[1]}_again_of_3same", t, a / b)
 
 
 def cell(results: Results, metric: str, target: str, fmt: str, phase: str) -> str:
