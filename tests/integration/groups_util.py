@@ -136,15 +136,19 @@ def _run_kafka_python(a: argparse.Namespace, out: _Reporter, cmds: _Commands) ->
 
     consumer = KafkaConsumer(**kw)
     out.emit("started", client="kafka-python", version=kafka.__version__, pid=os.getpid())
-    # Know the topic's partitions before joining. Otherwise the first join's leader assigns from
-    # empty metadata and rejoins once metadata arrives; kafka-python 3.0.12 can then lose the
-    # completed second join (its leader updates the assignment snapshot before poll() handles the
-    # finished join task, so need_rejoin() turns False and the assignment is never applied nor
-    # are heartbeats re-enabled; cf. dpkp/kafka-python#2855), and the member spins unassigned.
-    deadline = time.monotonic() + 20
-    while not consumer.partitions_for_topic(a.topic) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # The group's leader must know the topic's partitions in its metadata snapshot before its first
+    # join. Otherwise it assigns from an empty snapshot, its next metadata answer (queued behind a
+    # fetch long poll on the same connection, so often after the following join) differs, and it
+    # rejoins; kafka-python 3.0.12 can then lose that completed join (its leader updates the
+    # assignment snapshot before poll() handles the finished join task, so need_rejoin() turns
+    # False and the assignment is never applied nor are heartbeats re-enabled; cf.
+    # dpkp/kafka-python#2855) and the member spins unassigned. The snapshot is taken only from a
+    # metadata answer that arrives after subscribe(), so subscribe first, then fetch metadata
+    # (topics() always asks the broker) until it lists the topic.
     consumer.subscribe([a.topic], listener=Listener())
+    deadline = time.monotonic() + 20
+    while a.topic not in consumer.topics() and time.monotonic() < deadline:
+        time.sleep(0.05)
     deadline = time.monotonic() + a.max_lifetime
     acked_nocommit = False
     while not cmds.close.is_set() and time.monotonic() < deadline:
