@@ -1,13 +1,16 @@
 """The transaction marker channel's sender (TransactionMarkerChannelManager) over a real socket:
 a marker whose request cannot be sent for an unexpected reason is answered "no answer" (the
 coordinator retries it) instead of leaving its transaction waiting for ever, and the
-destination's sender keeps serving the markers after it."""
+destination's sender keeps serving the markers after it. The same error on each retry is logged
+with its traceback once, not per retry."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import uuid
 
+import pytest
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 from kafkalite.cluster.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache, PartitionInfo, TopicInfo
@@ -43,7 +46,15 @@ async def leader_answering_none(reader: asyncio.StreamReader, writer: asyncio.St
     writer.close()
 
 
-def test_a_request_that_cannot_be_built_is_retried_and_the_sender_lives_on() -> None:
+def failures(caplog: pytest.LogCaptureFixture) -> list[tuple[int, bool]]:
+    """(level, with traceback) of each logged failure of a WriteTxnMarkers send, in order."""
+    return [(r.levelno, r.exc_info is not None) for r in caplog.records
+            if r.getMessage().startswith("Sending WriteTxnMarkers to broker 1 failed")]
+
+
+def test_a_request_that_cannot_be_built_is_retried_and_the_sender_lives_on(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="kafkalite.coordinator.transaction.transaction_marker_channel_manager")
+
     async def run() -> None:
         seen: list[list[tuple[int, str, list[int]]]] = []
         server = await asyncio.start_server(lambda r, w: leader_answering_none(r, w, seen), "127.0.0.1", 0)
@@ -63,12 +74,18 @@ def test_a_request_that_cannot_be_built_is_retried_and_the_sender_lives_on() -> 
         channel = TransactionMarkerChannelManager(ME, cache, "PLAINTEXT", 5_000, no_local)
         channel.start()
         try:
-            outcome = await asyncio.wait_for(channel.send_markers(7, 0, 0, True, [bad]), 10)
-            assert (outcome.errors, outcome.deleted, outcome.unreachable) == ({}, [], [bad])
+            for _retry in range(3):     # the coordinator's retries of the same marker
+                outcome = await asyncio.wait_for(channel.send_markers(7, 0, 0, True, [bad]), 10)
+                assert (outcome.errors, outcome.deleted, outcome.unreachable) == ({}, [], [bad])
             assert seen == []
+            assert failures(caplog) == [(logging.ERROR, True), (logging.DEBUG, False), (logging.DEBUG, False)]
             outcome = await asyncio.wait_for(channel.send_markers(8, 0, 0, True, [good]), 10)
             assert (outcome.errors, outcome.deleted, outcome.unreachable) == ({good: ErrorCode.NONE}, [], [])
             assert seen == [[(8, "t", [3])]]
+            # after a send that went through, the error is news again
+            outcome = await asyncio.wait_for(channel.send_markers(9, 0, 0, True, [bad]), 10)
+            assert outcome.unreachable == [bad]
+            assert failures(caplog)[3:] == [(logging.ERROR, True)]
         finally:
             await channel.shutdown()
             server.close()

@@ -63,6 +63,9 @@ class _Destination:
         self.queue: list[_QueuedMarker] = []
         self.ready = asyncio.Event()
         self.task: Optional[asyncio.Task[None]] = None
+        # repr of the unexpected error the last send raised: the coordinator retries its markers
+        # every backoff, and a failure that repeats is logged in full once, not per retry
+        self.last_unexpected_error: Optional[str] = None
 
 
 def build_request(markers: list[_QueuedMarker]) -> Any:
@@ -196,11 +199,16 @@ class TransactionMarkerChannelManager:
                 continue
             try:
                 answers = await self._send(broker_id, batch)
-            except Exception:
+                dest.last_unexpected_error = None
+            except Exception as e:
                 # a sender that died would leave its markers' futures unanswered and their
                 # transactions waiting for ever: answer "no answer", the coordinator retries them
-                log.exception("Sending WriteTxnMarkers to broker %d failed unexpectedly; the markers will be "
-                              "retried", broker_id)
+                if repr(e) != dest.last_unexpected_error:
+                    dest.last_unexpected_error = repr(e)
+                    log.exception("Sending WriteTxnMarkers to broker %d failed unexpectedly; the markers will be "
+                                  "retried (the same error again is logged at DEBUG)", broker_id)
+                else:
+                    log.debug("Sending WriteTxnMarkers to broker %d failed again: %r", broker_id, e)
                 answers = None
             for m in batch:
                 if not m.future.done():
