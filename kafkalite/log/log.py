@@ -71,8 +71,9 @@ def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     return topic, partition
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
+    """What an append did (Kafka's LogAppendInfo). A named tuple: one is made per append, and a
+    frozen dataclass's __init__ cost ~1 us of the ~45 us a small produce request takes."""
     first_offset: int
     last_offset: int
     max_timestamp: int

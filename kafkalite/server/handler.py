@@ -85,10 +85,11 @@ def lazy_spec(module: str, make: Callable[[ModuleType], ApiSpec]) -> ApiSpec:
     api_key, min_version, max_version = HANDLER_VERSIONS[module]
     made: list[HandlerFn] = []
 
-    async def handle(ctx: RequestContext, request: Any) -> Optional[ApiMessage]:
+    def handle(ctx: RequestContext, request: Any) -> Awaitable[Optional[ApiMessage]]:
+        # a plain function handing back the handler's awaitable: no coroutine of its own per request
         if not made:
             spec = make(importlib.import_module(f"{HANDLERS_PACKAGE}.{module}"))
             made.append(spec.handler)
-        return await made[0](ctx, request)
+        return made[0](ctx, request)
 
     return ApiSpec(api_key, min_version, max_version, handle)

@@ -118,14 +118,14 @@ def make(services: BrokerServices) -> ApiSpec:
                                    getattr(services, "add_partitions_to_txn_manager", None), services.broker_id)
 
     async def verify_transaction(v: int, transactional_id: Optional[str], entries: dict[TopicPartition, bytes],
+                                 producers: dict[TopicPartition, tuple[int, int]],
                                  fail: Callable[[TopicPartition, ProducePartitionResult], None]) -> None:
-        """KIP-890: refuse (and drop from `entries`) the transactional batches whose partition is
-        not in the producer's ongoing transaction. Called right before append_records: the
-        verification's last step and the append happen with no await in between."""
+        """KIP-890: refuse (and drop from `entries`) the transactional batches (`producers`: their
+        partitions' producer id and epoch, one producer) whose partition is not in the producer's
+        ongoing transaction. Called right before append_records: the verification's last step and
+        the append happen with no await in between."""
         op = produce_operation(v)
-        producers = {tp: pe for tp, records in entries.items()
-                     if (pe := transactional_producer(records)) is not None}
-        if not producers or not verifier.applies(transactional_id, op):
+        if not verifier.applies(transactional_id, op):
             return
         assert transactional_id is not None
         [(pid, epoch)] = set(producers.values())
@@ -193,20 +193,22 @@ def make(services: BrokerServices) -> ApiSpec:
                         # KafkaApis answers these with the error code alone
                         errs[p.index] = ProducePartitionResult(invalid[0])
                         continue
-                entries[TopicPartition(name, p.index)] = records
-                slots[TopicPartition(name, p.index)] = (errs, p.index)
-        if len({pe for r in entries.values() if (pe := transactional_producer(r)) is not None}) > 1:
+                tp = TopicPartition(name, p.index)
+                entries[tp] = records
+                slots[tp] = (errs, p.index)
+        producers = {tp: pe for tp, r in entries.items() if (pe := transactional_producer(r)) is not None}
+        if len(set(producers.values())) > 1:
             # Kafka refuses the whole request (InvalidPidMappingException from handleProduceAppend).
             entries.clear()
             for key, name, _tid, indices in order:
                 errors[(name or "", key)].update(
                     (idx, ProducePartitionResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)) for idx in indices)
-        if entries:
+        elif producers:
             def fail(tp: TopicPartition, result: ProducePartitionResult) -> None:
                 errs_of, idx = slots[tp]
                 errs_of[idx] = result
 
-            await verify_transaction(v, req.transactional_id, entries, fail)
+            await verify_transaction(v, req.transactional_id, entries, producers, fail)
         appended = await replica_manager.append_records(req.timeout_ms, acks, entries) if entries else {}
 
         if acks == 0:
