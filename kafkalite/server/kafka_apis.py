@@ -23,6 +23,7 @@ from kafkalite.network.socket_server import CloseConnection, ConnectionInfo
 from kafkalite.protocol.errors import ErrorCode, kafka_error_of
 from kafkalite.protocol.header import MalformedHeaderError, RequestHeader, decode_request_header, peek_api
 from kafkalite.protocol.messages import messages_for
+from kafkalite.protocol.non_nullable import check_non_nullable
 from kafkalite.server.encoded_response import EncodedResponse
 from kafkalite.server.error_responses import error_response
 from kafkalite.server.fetch_response import UnsupportedShape, encode_fetch_response
@@ -67,7 +68,8 @@ def _encode_fetch(response: Any, api_version: int, correlation_id: int) -> Union
 def decode_body(request_class: Any, body: memoryview, version: int) -> Any:
     """The request body at `version`. A field declared longer than what is left of the frame (a
     string, bytes or array count running past its end) fails here, as Kafka's parser fails on
-    it: kafka-python's decoder slices leniently and would hand back a shortened value. Bytes left
+    it: kafka-python's decoder slices leniently and would hand back a shortened value. So does a
+    null in a field the schema says is not nullable (kafka-python hands back None). Bytes left
     over after the body are ignored, as Kafka does."""
     flexible = request_class.flexible_version_q(version)
     decode = request_class._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
@@ -75,6 +77,7 @@ def decode_body(request_class: Any, body: memoryview, version: int) -> Any:
     request, end = decode(body, 0)
     if end > len(body):
         raise ValueError(f"the body runs {end - len(body)} bytes past the end of the frame")
+    check_non_nullable(request_class, request, version)
     return request
 
 

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
@@ -267,6 +268,39 @@ def test_produce_to_unknown_topic_partition_and_invalid_names(hb: BrokerProcess)
             assert c.produce(name, 0, batch).error_code == UNKNOWN_TOPIC_OR_PARTITION, repr(name)
         md = c.metadata(["hostile-no-such-topic"], allow_auto_topic_creation=False)
         assert md.topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_nulls_in_non_nullable_fields_close_the_connection(hb: BrokerProcess) -> None:
+    """Kafka's generated parsers throw "non-nullable field X was serialized as null" for a negative
+    length where the schema allows no null, and the broker closes the connection (kafka-python's
+    decoder would hand the handlers None). Nothing is appended."""
+    P = ProduceRequest.TopicProduceData
+    D = P.PartitionProduceData
+    batch = build_batch([Rec(None, b"never")])
+    requests = [
+        ProduceRequest[3](transactional_id=None, acks=1, timeout_ms=1000, topic_data=None),
+        ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=1000, topic_data=None),
+        ProduceRequest[3](transactional_id=None, acks=1, timeout_ms=1000,
+                          topic_data=[P(name=None, partition_data=[D(index=0, records=batch)])]),
+        ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=1000,
+                          topic_data=[P(name=None, partition_data=[D(index=0, records=batch)])]),
+        ProduceRequest[7](transactional_id=None, acks=1, timeout_ms=1000,
+                          topic_data=[P(name=BASE_TOPIC, partition_data=None)]),
+        # Metadata's topic array is nullable from v1 only (kafka-python writes None as [] at v0:
+        # the null is the frame below), a topic name from v10 only
+        MetadataRequest[4](topics=[MetadataRequest.MetadataRequestTopic(name=None)],
+                           allow_auto_topic_creation=False),
+        ListOffsetsRequest[1](replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(name=None, partitions=[])]),
+        # an array of strings: its elements are never nullable
+        DescribeGroupsRequest[0](groups=["g", None]),
+    ]
+    with RawClient(hb.bootstrap_servers) as c:
+        before = log_end(c, BASE_TOPIC, 0)
+        for req in requests:
+            assert closed_after(hb, encoded(req)), req
+        assert closed_after(hb, frame(header_v1(3, 0, 1) + struct.pack(">i", -1)))
+        assert log_end(c, BASE_TOPIC, 0) == before
+    assert_alive(hb)
 
 
 def test_metadata_auto_create_refuses_invalid_names(hb: BrokerProcess) -> None:
