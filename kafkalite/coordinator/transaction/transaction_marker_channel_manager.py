@@ -199,7 +199,8 @@ class TransactionMarkerChannelManager:
                 continue
             try:
                 answers = await self._send(broker_id, batch)
-                dest.last_unexpected_error = None
+                if answers is not None:     # answered: an error seen before is news again
+                    dest.last_unexpected_error = None
             except Exception as e:
                 # a sender that died would leave its markers' futures unanswered and their
                 # transactions waiting for ever: answer "no answer", the coordinator retries them
