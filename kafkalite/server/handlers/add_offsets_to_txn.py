@@ -8,7 +8,6 @@ from __future__ import annotations
 from kafka.protocol.producer.transaction import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 from kafkalite.coordinator.group.types import GROUP_METADATA_TOPIC_NAME
-from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
@@ -23,9 +22,6 @@ def make(services: BrokerServices) -> ApiSpec:
     async def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
         v = ctx.api_version
         Resp = AddOffsetsToTxnResponse[v]
-        if req.group_id is None or req.transactional_id is None:
-            # Kafka's parser refuses a null in these non-nullable strings: the connection is closed.
-            raise CloseConnection("AddOffsetsToTxn: null transactional id or group id")
         tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, services.group_coordinator.partition_for(req.group_id))
         error = await services.transaction_coordinator.handle_add_partitions_to_transaction(
             req.transactional_id, req.producer_id, req.producer_epoch, [tp])

@@ -16,7 +16,6 @@ import asyncio
 
 from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
-from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
@@ -27,14 +26,6 @@ from kafkalite.cluster.topic_validation import is_internal
 API_KEY = 24
 MIN_VERSION, MAX_VERSION = 0, 5
 MIN_BATCHED_VERSION = 4
-
-
-def has_null_string(v: int, req: AddPartitionsToTxnRequest) -> bool:
-    if v < MIN_BATCHED_VERSION:
-        return req.v3_and_below_transactional_id is None or \
-            any(t.name is None for t in req.v3_and_below_topics or ())
-    return any(txn.transactional_id is None or any(t.name is None for t in txn.topics or ())
-               for txn in req.transactions or ())
 
 
 def make(services: BrokerServices) -> ApiSpec:
@@ -77,10 +68,6 @@ def make(services: BrokerServices) -> ApiSpec:
     async def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
         v = ctx.api_version
         Resp = AddPartitionsToTxnResponse[v]
-        if has_null_string(v, req):
-            # Kafka's parser refuses a null in these non-nullable strings: the connection is closed
-            # (before any transaction of the request is handled).
-            raise CloseConnection("AddPartitionsToTxn: null transactional id or topic name")
         if v < MIN_BATCHED_VERSION:
             errors = await one_transaction(v, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                            req.v3_and_below_producer_epoch, False, req.v3_and_below_topics)

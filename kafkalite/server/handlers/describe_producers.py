@@ -14,7 +14,6 @@ from typing import Optional
 
 from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
 
-from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
@@ -37,9 +36,6 @@ def make(services: BrokerServices) -> ApiSpec:
         T = Resp.TopicResponse
         P = T.PartitionResponse
         S = P.ProducerState
-        if any(t.name is None for t in req.topics):
-            # Kafka's parser refuses a null in this non-nullable string: the connection is closed.
-            raise CloseConnection("DescribeProducers: null topic name")
         topics = []
         for t in req.topics:
             topic_error: Optional[tuple[ErrorCode, Optional[str]]] = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 
-from kafkalite.network.socket_server import CloseConnection
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
 from kafkalite.server.services import BrokerServices
@@ -18,9 +17,6 @@ def make(services: BrokerServices) -> ApiSpec:
         Resp = DescribeTransactionsResponse[ctx.api_version]
         State = Resp.TransactionState
         Topic = State.TopicData
-        if any(txn_id is None for txn_id in req.transactional_ids or ()):
-            # Kafka's parser refuses a null in this array of non-nullable strings: the connection is closed.
-            raise CloseConnection("DescribeTransactions: null transactional id")
         states = []
         for txn_id in req.transactional_ids or ():
             d = services.transaction_coordinator.handle_describe_transactions(txn_id)

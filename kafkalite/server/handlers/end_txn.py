@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from kafka.protocol.producer.transaction import EndTxnRequest, EndTxnResponse
 
-from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
 from kafkalite.server.request_context import RequestContext
@@ -21,9 +20,6 @@ MIN_VERSION, MAX_VERSION = 0, 4
 def make(services: BrokerServices) -> ApiSpec:
     async def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
         v = ctx.api_version
-        if req.transactional_id is None:
-            # Kafka's parser refuses a null in this non-nullable string: the connection is closed.
-            raise CloseConnection("EndTxn: null transactional id")
         error = await services.transaction_coordinator.handle_end_transaction(
             req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed))
         if v < 2 and error == ErrorCode.PRODUCER_FENCED:

@@ -10,7 +10,6 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 
 from kafkalite.cluster.metadata_cache import TopicInfo
 from kafkalite.cluster.topic_record import NewTopic
-from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.protocol.metadata_response import encode_metadata_topic
 from kafkalite.protocol.wire import write_array_len
@@ -30,7 +29,6 @@ TOPIC_AUTHORIZED_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 CLUSTER_AUTHORIZED_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 AUTHORIZED_OPERATIONS_OMITTED = None
 ZERO_UUID = uuid.UUID(int=0)
-FIRST_NULLABLE_NAME_VERSION = 10
 
 
 def topics_array_tail(v: int) -> int:
@@ -174,9 +172,6 @@ def make(services: BrokerServices) -> ApiSpec:
         allow_auto_create = (req.allow_auto_topic_creation if v >= 4 else True) and \
             services.config.auto_create_topics_enable
         topics = []
-        if v < FIRST_NULLABLE_NAME_VERSION and any(t.name is None for t in req.topics or ()):
-            # the schema forbids a null name before v10: Kafka's parser refuses the request
-            raise CloseConnection(f"Metadata v{v}: null topic name")
         if req.topics is None or (v == 0 and len(req.topics) == 0):
             return all_topics_response(ctx, req, include_ops)
         named = [t.name for t in req.topics]

@@ -26,7 +26,6 @@ import time
 from kafka.protocol.producer.transaction import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from kafkalite.coordinator.group.types import OffsetAndMetadata
-from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.server.handler import ApiSpec
 from kafkalite.replica.partition import TopicPartition
@@ -73,9 +72,6 @@ def make(services: BrokerServices) -> ApiSpec:
 
     async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
         v = ctx.api_version
-        if req.transactional_id is None or req.group_id is None or any(t.name is None for t in req.topics):
-            # Kafka's parser refuses a null in these non-nullable strings: the connection is closed.
-            raise CloseConnection("TxnOffsetCommit: null transactional id, group id or topic name")
         now = time.time_ns() // 1_000_000
         order: list[tuple[str, int]] = []           # request order, duplicates once
         errors: dict[tuple[str, int], ErrorCode] = {}

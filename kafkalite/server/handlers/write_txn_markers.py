@@ -16,7 +16,6 @@ import asyncio
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 from kafkalite.coordinator.transaction.txn_marker_writer import write_txn_markers
-from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.server.handler import ApiSpec
@@ -35,9 +34,6 @@ def make(services: BrokerServices) -> ApiSpec:
         MarkerResult = Resp.WritableTxnMarkerResult
         TopicResult = MarkerResult.WritableTxnMarkerTopicResult
         PartResult = TopicResult.WritableTxnMarkerPartitionResult
-        if any(t.name is None for marker in req.markers or () for t in marker.topics or ()):
-            # Kafka's parser refuses a null in this non-nullable string: the connection is closed.
-            raise CloseConnection("WriteTxnMarkers: null topic name")
         markers = list(req.markers or ())
         answers = await asyncio.gather(*(
             write_txn_markers(services.replica_manager, services.group_coordinator, marker.producer_id,
