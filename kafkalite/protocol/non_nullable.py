@@ -25,7 +25,7 @@ class NonNullableFieldError(ValueError):
 _Step = tuple[str, str, bool, Any]
 _Plan = tuple[_Step, ...]
 
-_plans: dict[tuple[int, int], _Plan] = {}
+_plans: dict[tuple[type, int], _Plan] = {}
 
 
 def _java_name(json_name: str) -> str:
@@ -53,7 +53,7 @@ def _plan(struct: Any, version: int) -> _Plan:
 
 
 def plan_for(message_class: Any, version: int) -> _Plan:
-    key = (id(message_class), version)
+    key = (message_class, version)
     plan = _plans.get(key)
     if plan is None:
         plan = _plans[key] = _plan(message_class._struct, version)
