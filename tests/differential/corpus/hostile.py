@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 from tests.differential.corpus.steps import create_topic, records
+from tests.differential.corpus.produce_fetch import fetch_step
 from tests.differential.framework import Case, Vars
 from tests.integration.util import BATCH_CRC_OFFSET
 
@@ -33,6 +34,33 @@ def _acks0_corrupt_produce(v: Vars) -> bytes:
     body = (struct.pack(">h", -1) + struct.pack(">hi", 0, 5000) + struct.pack(">i", 1) + _string(v["topic"])
             + struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", len(batch)) + bytes(batch))
     return _frame(_header(PRODUCE, 3) + body)
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _produce_v7(topics: bytes) -> bytes:
+    """Produce v7, no transactional id, acks=1; `topics` from the topic array's count on."""
+    return _frame(_header(PRODUCE, 7) + struct.pack(">h", -1) + struct.pack(">hi", 1, 5000) + topics)
+
+
+def _produce_v9(topic: str, partition_tags: bytes, topic_tags: bytes, top_tags: bytes) -> bytes:
+    """Produce v9 (flexible: header v2, compact fields) of one record batch to partition 0."""
+    batch = records(b"tagged")
+    name = topic.encode()
+    body = (b"\x00" + struct.pack(">hi", 1, 5000) + _uvarint(2) + _uvarint(len(name) + 1) + name + _uvarint(2)
+            + struct.pack(">i", 0) + _uvarint(len(batch) + 1) + batch + partition_tags + topic_tags + top_tags)
+    return _frame(_header(PRODUCE, 9) + b"\x00" + body)
+
+
+# unknown tagged fields (tags 5 and 600): skipped by both
+_UNKNOWN_TAGS = _uvarint(2) + _uvarint(5) + _uvarint(3) + b"abc" + _uvarint(600) + _uvarint(0)
 
 
 def _own_topic(response: dict, variables: Vars) -> dict:
@@ -71,6 +99,17 @@ CASES = [
     Case("hostile_api_versions_v3_garbage_body", API_VERSIONS, 3,
          raw=_raw(_frame(_header(API_VERSIONS, 3) + b"\x00" + b"\x7f" * 9))),
     Case("hostile_acks0_corrupt_batch", PRODUCE, 3, raw=_acks0_corrupt_produce, setup=create_topic()),
+    # an array count below -1 where the schema has no null: Kafka's parser throws, as for -1
+    Case("hostile_produce_topic_count_minus_two", PRODUCE, 7, raw=_raw(_produce_v7(struct.pack(">i", -2)))),
+    Case("hostile_produce_partition_count_minus_two", PRODUCE, 7,
+         raw=lambda v: _produce_v7(struct.pack(">i", 1) + _string(v["topic"]) + struct.pack(">i", -2)),
+         setup=create_topic()),
+    Case("hostile_produce_tagged_field_past_body", PRODUCE, 9,
+         raw=lambda v: _produce_v9(v["topic"], b"\x00", b"\x00", _uvarint(1) + _uvarint(5) + _uvarint(40) + b"short"),
+         setup=create_topic()),
+    Case("produce_unknown_tagged_fields_at_every_level", PRODUCE, 9,
+         raw=lambda v: _produce_v9(v["topic"], _UNKNOWN_TAGS, _UNKNOWN_TAGS, _UNKNOWN_TAGS), setup=create_topic(),
+         then=[fetch_step()]),
     Case("hostile_list_offsets_truncated", LIST_OFFSETS, 1,
          raw=_raw(_frame(_header(LIST_OFFSETS, 1) + struct.pack(">ii", -1, 1)))),
 ]

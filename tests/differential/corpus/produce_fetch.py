@@ -55,7 +55,7 @@ def _leader_epoch(leader_epoch: int, partition: int = 0, current: int = -1, topi
         {"partition": partition, "current_leader_epoch": current, "leader_epoch": leader_epoch}]}]}
 
 
-def _fetch_step(version: int = 12, offset: int = 0) -> Step:
+def fetch_step(version: int = 12, offset: int = 0) -> Step:
     return Step(FETCH, version, _fetch(version, offset))
 
 
@@ -87,7 +87,7 @@ TOPIC = create_topic()
 TOPIC_WITH_DATA = [*create_topic(), produce(batch=records(b"a", b"b", b"c", b"d", b"e"))]
 
 CASES = [
-    Case(f"produce_v{v}", PRODUCE, v, _produce(BATCH, v), setup=TOPIC, then=[_fetch_step()])
+    Case(f"produce_v{v}", PRODUCE, v, _produce(BATCH, v), setup=TOPIC, then=[fetch_step()])
     for v in range(3, 12)
 ] + [
     Case(f"fetch_v{v}", FETCH, v, _fetch(v, offset=1), setup=TOPIC_WITH_DATA) for v in range(4, 18)
@@ -118,7 +118,7 @@ CASES = [
     Case("produce_v9_unknown_partition", PRODUCE, 9, _produce(BATCH, 9, partition=5), setup=TOPIC),
     Case("produce_v9_negative_partition", PRODUCE, 9, _produce(BATCH, 9, partition=-1), setup=TOPIC),
     Case("produce_v9_invalid_topic_name", PRODUCE, 9, _produce(BATCH, 9, topic="bad/name")),
-    Case("produce_v9_bad_crc", PRODUCE, 9, _produce(_corrupt_crc(BATCH), 9), setup=TOPIC, then=[_fetch_step()]),
+    Case("produce_v9_bad_crc", PRODUCE, 9, _produce(_corrupt_crc(BATCH), 9), setup=TOPIC, then=[fetch_step()]),
     Case("produce_v9_magic_1_in_v3_plus", PRODUCE, 9, _produce(_magic(BATCH, 1), 9), setup=TOPIC),
     Case("produce_v9_magic_3", PRODUCE, 9, _produce(_magic(BATCH, 3), 9), setup=TOPIC),
     Case("produce_v9_truncated_batch", PRODUCE, 9, _produce(_truncated(BATCH, 40), 9), setup=TOPIC),
@@ -127,9 +127,9 @@ CASES = [
     Case("produce_v9_length_field_too_short", PRODUCE, 9, _produce(_length_field(BATCH, -4), 9), setup=TOPIC),
     Case("produce_v9_empty_records", PRODUCE, 9, _produce(b"", 9), setup=TOPIC),
     Case("produce_v9_two_batches", PRODUCE, 9, _produce(BATCH + records(b"x"), 9), setup=TOPIC,
-         then=[_fetch_step()]),
+         then=[fetch_step()]),
     Case("produce_v9_acks_2", PRODUCE, 9, _produce(BATCH, 9, acks=2), setup=TOPIC),
-    Case("produce_v9_acks_0", PRODUCE, 9, _produce(BATCH, 9, acks=0), setup=TOPIC, then=[_fetch_step()]),
+    Case("produce_v9_acks_0", PRODUCE, 9, _produce(BATCH, 9, acks=0), setup=TOPIC, then=[fetch_step()]),
     Case("produce_v9_acks_1", PRODUCE, 9, _produce(BATCH, 9, acks=1), setup=TOPIC),
     Case("produce_v9_not_enough_replicas", PRODUCE, 9, _produce(BATCH, 9),
          setup=create_topic(configs={"min.insync.replicas": "2"})),
@@ -140,7 +140,7 @@ CASES = [
     # --- idempotence ----------------------------------------------------------------------------
     Case("produce_v9_idempotent_duplicate_sequence", PRODUCE, 9, _produce(idempotent_records(b"a", b"b"), 9),
          setup=[*TOPIC, init_producer(), produce(batch=idempotent_records(b"a", b"b"))],
-         then=[_fetch_step()]),
+         then=[fetch_step()]),
     Case("produce_v9_idempotent_sequence_gap", PRODUCE, 9,
          _produce(idempotent_records(b"c", base_sequence=5), 9),
          setup=[*TOPIC, init_producer(), produce(batch=idempotent_records(b"a", b"b"))]),

@@ -1,0 +1,243 @@
+"""ProduceRequest (key 0), v0-13, read straight from the frame.
+
+A producer spreading over many partitions sends one small Produce request per partition
+(librdkafka does), so reading the request is paid per request, like writing its answer
+(:mod:`kafkalite.protocol.produce_response`). kafka-python's generated decoder builds three
+objects per partition path and copies each partition's records out of the frame; this reads the
+same fields into named tuples and hands the records on as a slice of the frame (no copy: the
+frame is an immutable ``bytes`` the connection read, and the log writes from the slice).
+
+Equivalence with kafka-python's decoder plus the broker's non-nullable check (what every other
+request goes through, :func:`kafkalite.server.kafka_apis.decode_body`) is property-tested: the
+same fields for every input both accept, an error for every input either refuses. It is stricter
+in two places, both as Kafka's own parser is (which closes the connection on them):
+
+- an array count below -1 in a classic (non-flexible) version: kafka-python reads it as an empty
+  array; Kafka throws "non-nullable field ... was serialized as null" (the topic and partition
+  arrays are non-nullable in every version);
+- a tagged field declared longer than what is left of the body: kafka-python reads it short and
+  stops at the end; Kafka runs out of buffer.
+
+Strings are UTF-8 read strictly, as kafka-python reads them (an invalid one closes the
+connection; Kafka would decode it with replacement characters).
+"""
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import NamedTuple, Optional
+
+FIRST_FLEXIBLE_VERSION = 9
+FIRST_TRANSACTIONAL_ID_VERSION = 3
+FIRST_TOPIC_ID_VERSION = 13
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_ZERO_UUID_BYTES = bytes(16)
+
+
+class MalformedProduceRequest(ValueError):
+    """The body does not parse (the connection is closed)."""
+
+
+class NegativeArrayCountError(MalformedProduceRequest):
+    """A classic array count below -1 (kafka-python reads an empty array; Kafka refuses)."""
+
+
+class TruncatedTaggedFieldError(MalformedProduceRequest):
+    """A tagged field running past the body (kafka-python reads it short; Kafka refuses)."""
+
+
+class PartitionProduceData(NamedTuple):
+    index: int
+    records: Optional[memoryview]
+
+
+class TopicProduceData(NamedTuple):
+    name: Optional[str]                 # up to v12 (never None: the field is non-nullable)
+    topic_id: Optional[uuid.UUID]       # from v13; None for the all-zero id, as kafka-python reads it
+    partition_data: list[PartitionProduceData]
+
+
+class ProduceRequestData(NamedTuple):
+    transactional_id: Optional[str]
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
+
+
+# a named tuple built without the Python frame of its generated __new__ (per partition, per request)
+_new = tuple.__new__
+
+
+def _past_end() -> MalformedProduceRequest:
+    return MalformedProduceRequest("the body ends inside a field")
+
+
+def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
+    """An unsigned varint as kafka-python's generated decoder reads lengths and counts (no
+    length limit, no wrap to int32: a value that large runs past the body anyway)."""
+    value = 0
+    shift = 0
+    n = len(data)
+    while True:
+        if pos >= n:
+            raise _past_end()
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _uvarint32(data: memoryview, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes, as tagged-field counts, tags and sizes are read.
+    A fifth byte above 0x0F (a value past 32 bits) comes out as kafka-python's zigzag round trip
+    makes it, so that both read the same number of bytes after it."""
+    value = 0
+    shift = 0
+    n = len(data)
+    while True:
+        if pos >= n:
+            raise _past_end()
+        b = data[pos]
+        pos += 1
+        if not b & 0x80:
+            value |= b << shift
+            if value >> 32:
+                zigzag = (value >> 1) ^ -(value & 1)
+                value = (zigzag << 1) ^ (zigzag >> 31)
+            return value, pos
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if shift > 28:
+            raise MalformedProduceRequest("varint too long")
+
+
+def _skip_tagged_fields(data: memoryview, pos: int) -> int:
+    """Produce declares no tagged fields: every one is unknown and skipped."""
+    if pos < len(data) and data[pos] == 0:
+        return pos + 1
+    count, pos = _uvarint32(data, pos)
+    for _ in range(count):
+        _tag, pos = _uvarint32(data, pos)
+        size, pos = _uvarint32(data, pos)
+        pos += size
+        if pos > len(data):
+            raise TruncatedTaggedFieldError("a tagged field runs past the end of the body")
+    return pos
+
+
+def _string(data: memoryview, pos: int, flexible: bool) -> tuple[Optional[str], int]:
+    if flexible:
+        length = data[pos] if pos < len(data) else 0x80
+        if length < 0x80:
+            pos += 1
+        else:
+            length, pos = _uvarint(data, pos)
+        length -= 1
+    else:
+        if pos + 2 > len(data):
+            raise _past_end()
+        length = _I16.unpack_from(data, pos)[0]
+        pos += 2
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(data):
+        raise _past_end()
+    return str(data[pos:end], "utf-8"), end
+
+
+def _array_count(data: memoryview, pos: int, flexible: bool, field: str) -> tuple[int, int]:
+    if flexible:
+        count = data[pos] if pos < len(data) else 0x80
+        if count < 0x80:
+            pos += 1
+        else:
+            count, pos = _uvarint(data, pos)
+        count -= 1
+    else:
+        if pos + 4 > len(data):
+            raise _past_end()
+        count = _I32.unpack_from(data, pos)[0]
+        pos += 4
+    if count < 0:
+        if count == -1:
+            raise MalformedProduceRequest(f"non-nullable field {field} was serialized as null")
+        raise NegativeArrayCountError(f"non-nullable field {field} was serialized as null")
+    return count, pos
+
+
+def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData:
+    """The request body (after the header) at `version`; bytes after it are ignored, as Kafka
+    does. Raises MalformedProduceRequest for a body that does not parse."""
+    data = body if isinstance(body, memoryview) else memoryview(body)
+    n = len(data)
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    pos = 0
+    transactional_id = None
+    if version >= FIRST_TRANSACTIONAL_ID_VERSION:
+        transactional_id, pos = _string(data, pos, flexible)
+    if pos + 6 > n:
+        raise _past_end()
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(data, pos)
+    pos += 6
+    topic_count, pos = _array_count(data, pos, flexible, "topicData")
+    topics: list[TopicProduceData] = []
+    for _ in range(topic_count):
+        name: Optional[str] = None
+        topic_id: Optional[uuid.UUID] = None
+        if version >= FIRST_TOPIC_ID_VERSION:
+            if pos + 16 > n:
+                raise _past_end()
+            raw = bytes(data[pos:pos + 16])
+            pos += 16
+            topic_id = None if raw == _ZERO_UUID_BYTES else uuid.UUID(bytes=raw)
+        else:
+            name, pos = _string(data, pos, flexible)
+            if name is None:
+                raise MalformedProduceRequest("non-nullable field name was serialized as null")
+        partition_count, pos = _array_count(data, pos, flexible, "partitionData")
+        partitions: list[PartitionProduceData] = []
+        for _ in range(partition_count):
+            if pos + 5 > n:     # the index and at least one byte of the records' length
+                raise _past_end()
+            index = _I32.unpack_from(data, pos)[0]
+            pos += 4
+            if flexible:
+                length = data[pos]
+                if length < 0x80:
+                    pos += 1
+                else:
+                    length, pos = _uvarint(data, pos)
+                length -= 1
+            else:
+                if pos + 4 > n:
+                    raise _past_end()
+                length = _I32.unpack_from(data, pos)[0]
+                pos += 4
+            records: Optional[memoryview] = None
+            if length >= 0:
+                end = pos + length
+                if end > n:
+                    raise _past_end()
+                records = data[pos:end]
+                pos = end
+            if flexible:
+                if pos < n and data[pos] == 0:
+                    pos += 1
+                else:
+                    pos = _skip_tagged_fields(data, pos)
+            partitions.append(_new(PartitionProduceData, (index, records)))
+        if flexible:
+            if pos < n and data[pos] == 0:
+                pos += 1
+            else:
+                pos = _skip_tagged_fields(data, pos)
+        topics.append(_new(TopicProduceData, (name, topic_id, partitions)))
+    if flexible and not (pos < n and data[pos] == 0):
+        _skip_tagged_fields(data, pos)
+    return _new(ProduceRequestData, (transactional_id, acks, timeout_ms, topics))
