@@ -1,14 +1,14 @@
 """What a handler knows about the request it is answering."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafkalite.network.socket_server import ConnectionInfo
 from kafkalite.protocol.header import RequestHeader
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContext:
+class RequestContext(NamedTuple):
+    """A named tuple: one is built per request."""
     header: RequestHeader
     connection: ConnectionInfo
 
