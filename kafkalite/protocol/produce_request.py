@@ -10,13 +10,15 @@ frame is an immutable ``bytes`` the connection read, and the log writes from the
 Equivalence with kafka-python's decoder plus the broker's non-nullable check (what every other
 request goes through, :func:`kafkalite.server.kafka_apis.decode_body`) is property-tested: the
 same fields for every input both accept, an error for every input either refuses. It is stricter
-in two places, both as Kafka's own parser is (which closes the connection on them):
+in three places, each as Kafka's own parser is (it closes the connection on them):
 
 - an array count below -1 in a classic (non-flexible) version: kafka-python reads it as an empty
   array; Kafka throws "non-nullable field ... was serialized as null" (the topic and partition
   arrays are non-nullable in every version);
 - a tagged field declared longer than what is left of the body: kafka-python reads it short and
-  stops at the end; Kafka runs out of buffer.
+  stops at the end; Kafka runs out of buffer;
+- a compact (v9+) string longer than 32,767 bytes: Kafka's readers refuse it ("string field ...
+  had invalid length").
 
 Strings are UTF-8 read strictly, as kafka-python reads them (an invalid one closes the
 connection; Kafka would decode it with replacement characters).
@@ -35,6 +37,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _ZERO_UUID_BYTES = bytes(16)
+_MAX_STRING_LENGTH = 0x7FFF     # a string's length is an int16 in the classic versions
 
 
 class MalformedProduceRequest(ValueError):
@@ -47,6 +50,10 @@ class NegativeArrayCountError(MalformedProduceRequest):
 
 class TruncatedTaggedFieldError(MalformedProduceRequest):
     """A tagged field running past the body (kafka-python reads it short; Kafka refuses)."""
+
+
+class InvalidStringLengthError(MalformedProduceRequest):
+    """A compact string longer than 32,767 bytes (kafka-python reads it; Kafka refuses)."""
 
 
 class PartitionProduceData(NamedTuple):
@@ -76,8 +83,9 @@ def _past_end() -> MalformedProduceRequest:
 
 
 def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    """An unsigned varint as kafka-python's generated decoder reads lengths and counts (no
-    length limit, no wrap to int32: a value that large runs past the body anyway)."""
+    """An unsigned varint as kafka-python's generated decoder reads lengths and counts: no
+    limit on its length and no wrap to int32 (Kafka refuses a varint longer than 5 bytes and reads
+    a 5-byte length of 2^31 or more as negative; neither is what a client writes)."""
     value = 0
     shift = 0
     n = len(data)
@@ -93,9 +101,9 @@ def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
 
 
 def _uvarint32(data: memoryview, pos: int) -> tuple[int, int]:
-    """An unsigned varint of at most 5 bytes, as tagged-field counts, tags and sizes are read.
-    A fifth byte above 0x0F (a value past 32 bits) comes out as kafka-python's zigzag round trip
-    makes it, so that both read the same number of bytes after it."""
+    """An unsigned varint of at most 5 bytes, as tagged-field counts, tags and sizes are read
+    (a value past 32 bits, which kafka-python's zigzag round trip reads differently, is a count
+    or size past the end of the body either way)."""
     value = 0
     shift = 0
     n = len(data)
@@ -105,11 +113,7 @@ def _uvarint32(data: memoryview, pos: int) -> tuple[int, int]:
         b = data[pos]
         pos += 1
         if not b & 0x80:
-            value |= b << shift
-            if value >> 32:
-                zigzag = (value >> 1) ^ -(value & 1)
-                value = (zigzag << 1) ^ (zigzag >> 31)
-            return value, pos
+            return value | (b << shift), pos
         value |= (b & 0x7F) << shift
         shift += 7
         if shift > 28:
@@ -145,6 +149,9 @@ def _string(data: memoryview, pos: int, flexible: bool) -> tuple[Optional[str], 
         pos += 2
     if length < 0:
         return None, pos
+    if length > _MAX_STRING_LENGTH:
+        # only a compact length can be this large; Kafka's generated readers refuse it
+        raise InvalidStringLengthError(f"string field had invalid length {length}")
     end = pos + length
     if end > len(data):
         raise _past_end()

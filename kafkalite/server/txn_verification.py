@@ -102,7 +102,7 @@ def txn_offset_commit_error(error: ErrorCode) -> ErrorCode:
     return error
 
 
-def transactional_producer(records: Optional[bytes]) -> Optional[tuple[int, int]]:
+def transactional_producer(records: Optional[bytes | memoryview]) -> Optional[tuple[int, int]]:
     """(producer id, epoch) of a validated partition's batch if it is transactional, else None."""
     if not records or len(records) < RECORD_BATCH_OVERHEAD:
         return None

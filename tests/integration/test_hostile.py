@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from tests.harness import BrokerProcess
 from tests.integration.util import (BATCH_HEADER_SIZE, CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TOPIC_EXCEPTION,
@@ -300,6 +300,50 @@ def test_nulls_in_non_nullable_fields_close_the_connection(hb: BrokerProcess) ->
             assert closed_after(hb, encoded(req)), req
         assert closed_after(hb, frame(header_v1(3, 0, 1) + struct.pack(">i", -1)))
         assert log_end(c, BASE_TOPIC, 0) == before
+    assert_alive(hb)
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _produce_v9(txn: bytes, topic: bytes, records: bytes, partition_tags: bytes) -> bytes:
+    """Produce v9 (header v2, compact fields) of one batch to partition 0 of `topic`."""
+    txn_field = _uvarint(len(txn) + 1) + txn if txn else b"\x00"
+    body = (txn_field + struct.pack(">hi", 1, 1000) + _uvarint(2) + _uvarint(len(topic) + 1) + topic + _uvarint(2)
+            + struct.pack(">i", 0) + _uvarint(len(records) + 1) + records + partition_tags + b"\x00" + b"\x00")
+    return frame(header_v1(0, 9, 1) + b"\x00" + body)
+
+
+def test_produce_shapes_kafka_refuses_close_the_connection(hb: BrokerProcess) -> None:
+    """Produce bodies kafka-python's decoder read and Kafka's parser refuses (compared with Kafka
+    3.9 in tests/differential/corpus/hostile.py): an array count of -2, a tagged field running
+    past the body, a compact string of 32,768 bytes. The connection is closed, nothing appended;
+    the same v9 frame with a whole tagged field is answered and appended."""
+    name = DATA_TOPIC.encode()
+    batch = build_batch([Rec(None, b"tagged")])
+    v7 = header_v1(0, 7, 1) + struct.pack(">hhi", -1, 1, 1000)
+    refused = [
+        frame(v7 + struct.pack(">i", -2)),
+        frame(v7 + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name + struct.pack(">i", -2)),
+        _produce_v9(b"", name, batch, _uvarint(1) + _uvarint(5) + _uvarint(40) + b"short"),
+        _produce_v9(b"t" * 0x8000, name, batch, b"\x00"),
+    ]
+    with RawClient(hb.bootstrap_servers) as c:
+        before = log_end(c, DATA_TOPIC, 0)
+        for data in refused:
+            assert closed_after(hb, data), data[:40]
+        assert log_end(c, DATA_TOPIC, 0) == before
+        c.send_bytes(_produce_v9(b"", name, batch, _uvarint(1) + _uvarint(5) + _uvarint(5) + b"whole"))
+        answer = ProduceResponse[9].decode(c.recv_frame(), header=True)
+        assert [(t.name, [(p.index, p.error_code, p.base_offset) for p in t.partition_responses])
+                for t in answer.responses] == [(DATA_TOPIC, [(0, 0, before)])]
+        assert log_end(c, DATA_TOPIC, 0) == before + 1
     assert_alive(hb)
 
 

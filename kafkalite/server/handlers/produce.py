@@ -10,7 +10,6 @@ import struct
 import time
 from typing import Callable, Optional
 
-from kafka.protocol.producer.produce import ProduceRequest
 
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.append_policy import CODECS
@@ -19,6 +18,7 @@ from kafkalite.log.legacy_records import convert_to_batch, is_legacy
 from kafkalite.log.record_batch import CREATE_TIME, LOG_APPEND_TIME, split_batches
 from kafkalite.network.socket_server import CloseConnection
 from kafkalite.protocol.errors import ErrorCode, KafkaApiError
+from kafkalite.protocol.produce_request import ProduceRequestData
 from kafkalite.protocol.produce_response import FIRST_CURRENT_LEADER_VERSION, NodeEndpoint, encode_produce_response
 from kafkalite.replica.partition import TopicPartition
 from kafkalite.replica.results import ProducePartitionResult
@@ -41,13 +41,15 @@ _ATTRIBUTES_OFFSET = 21
 _LENGTH = struct.Struct(">i")
 _ZSTD = 4
 _TRANSACTIONAL_MASK = 0x10
+# a partition's records as the request decoder hands them on (a slice of the frame), or bytes
+Records = bytes | memoryview
 
 
 # LegacyRecord.RECORD_OVERHEAD_V0: the smallest size a batch header may declare
 _MIN_RECORD_OVERHEAD = 14
 
 
-def first_batch_corruption(records: Optional[bytes]) -> Optional[str]:
+def first_batch_corruption(records: Optional[Records]) -> Optional[str]:
     """Kafka's ByteBufferLogInputStream.nextBatchSize on a partition's first batch, which
     RequestUtils.hasTransactionalRecords reads before anything else in handleProduceRequest: a
     declared size below the minimum or an unknown magic throws CorruptRecordException there, and
@@ -65,7 +67,7 @@ def first_batch_corruption(records: Optional[bytes]) -> Optional[str]:
     return None
 
 
-def validate_records(version: int, records: Optional[bytes]) -> Optional[tuple[ErrorCode, str]]:
+def validate_records(version: int, records: Optional[Records]) -> Optional[tuple[ErrorCode, str]]:
     """Kafka's ProduceRequest.validateRecords: exactly one magic-2 batch per partition. A batch
     cut short is no batch at all (Kafka's batch iterator stops before it)."""
     if not records or len(records) < 17 or 12 + _LENGTH.unpack_from(records, 8)[0] > len(records):
@@ -87,7 +89,7 @@ def validate_records(version: int, records: Optional[bytes]) -> Optional[tuple[E
     return None
 
 
-def convert_legacy_records(records: Optional[bytes], config: LogConfig, now_ms: int) -> Optional[bytes]:
+def convert_legacy_records(records: Optional[Records], config: LogConfig, now_ms: int) -> Optional[Records]:
     """What a Produce v0-2 partition appends: a magic 0/1 message set becomes one v2 batch under
     the topic's rules; magic 2 data must be one batch (LogValidator's "Compressed outer record has
     more than one batch"). Raises the log's Kafka-mapped errors."""
@@ -104,7 +106,7 @@ def convert_legacy_records(records: Optional[bytes], config: LogConfig, now_ms: 
         target_codec=CODECS.get(config.compression_type), now_ms=now_ms)
 
 
-def first_batch_is_transactional(records: Optional[bytes]) -> bool:
+def first_batch_is_transactional(records: Optional[Records]) -> bool:
     """Kafka's RequestUtils.hasTransactionalRecords looks at each partition's first batch."""
     if not records or len(records) < _ATTRIBUTES_OFFSET + 2 or records[_MAGIC_OFFSET] != 2:
         return False
@@ -117,7 +119,7 @@ def make(services: BrokerServices) -> ApiSpec:
     verifier = TransactionVerifier(services.live_config, replica_manager, services.transaction_coordinator, cache,
                                    getattr(services, "add_partitions_to_txn_manager", None), services.broker_id)
 
-    async def verify_transaction(v: int, transactional_id: Optional[str], entries: dict[TopicPartition, bytes],
+    async def verify_transaction(v: int, transactional_id: Optional[str], entries: dict[TopicPartition, Records],
                                  producers: dict[TopicPartition, tuple[int, int]],
                                  fail: Callable[[TopicPartition, ProducePartitionResult], None]) -> None:
         """KIP-890: refuse (and drop from `entries`) the transactional batches (`producers`: their
@@ -135,11 +137,11 @@ def make(services: BrokerServices) -> ApiSpec:
             fail(tp, ProducePartitionResult(code, error_message=message))
             del entries[tp]
 
-    async def handle(ctx: RequestContext, req: ProduceRequest) -> Optional[EncodedResponse]:
+    async def handle(ctx: RequestContext, req: ProduceRequestData) -> Optional[EncodedResponse]:
         v = ctx.api_version
         acks = req.acks
         errors: dict[tuple[str, object], dict[int, ProducePartitionResult]] = {}
-        entries: dict[TopicPartition, bytes] = {}
+        entries: dict[TopicPartition, Records] = {}
         slots: dict[TopicPartition, tuple[dict[int, ProducePartitionResult], int]] = {}
         order: list[tuple[object, str, object, list[int]]] = []   # (topic key, name, id, partitions)
         # Transactional records need a transactional id (Kafka authorizes the write to it first and

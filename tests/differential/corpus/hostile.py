@@ -50,11 +50,13 @@ def _produce_v7(topics: bytes) -> bytes:
     return _frame(_header(PRODUCE, 7) + struct.pack(">h", -1) + struct.pack(">hi", 1, 5000) + topics)
 
 
-def _produce_v9(topic: str, partition_tags: bytes, topic_tags: bytes, top_tags: bytes) -> bytes:
+def _produce_v9(topic: str, partition_tags: bytes, topic_tags: bytes, top_tags: bytes,
+                transactional_id: bytes = b"") -> bytes:
     """Produce v9 (flexible: header v2, compact fields) of one record batch to partition 0."""
     batch = records(b"tagged")
     name = topic.encode()
-    body = (b"\x00" + struct.pack(">hi", 1, 5000) + _uvarint(2) + _uvarint(len(name) + 1) + name + _uvarint(2)
+    txn = _uvarint(len(transactional_id) + 1) + transactional_id if transactional_id else b"\x00"
+    body = (txn + struct.pack(">hi", 1, 5000) + _uvarint(2) + _uvarint(len(name) + 1) + name + _uvarint(2)
             + struct.pack(">i", 0) + _uvarint(len(batch) + 1) + batch + partition_tags + topic_tags + top_tags)
     return _frame(_header(PRODUCE, 9) + b"\x00" + body)
 
@@ -106,6 +108,9 @@ CASES = [
          setup=create_topic()),
     Case("hostile_produce_tagged_field_past_body", PRODUCE, 9,
          raw=lambda v: _produce_v9(v["topic"], b"\x00", b"\x00", _uvarint(1) + _uvarint(5) + _uvarint(40) + b"short"),
+         setup=create_topic()),
+    Case("hostile_produce_compact_string_longer_than_int16", PRODUCE, 9,
+         raw=lambda v: _produce_v9(v["topic"], b"\x00", b"\x00", b"\x00", transactional_id=b"t" * 0x8000),
          setup=create_topic()),
     Case("produce_unknown_tagged_fields_at_every_level", PRODUCE, 9,
          raw=lambda v: _produce_v9(v["topic"], _UNKNOWN_TAGS, _UNKNOWN_TAGS, _UNKNOWN_TAGS), setup=create_topic(),
