@@ -8,14 +8,16 @@ closes the connection before any of it is read into memory.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import itertools
 import logging
 import os
 import socket
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Awaitable, Optional, Protocol, Union
+from typing import Awaitable, Callable, Optional, Protocol, Union
 
 from kafkalite.network.send import RegionChangedError, ResponseSend, send_blocking
 
@@ -95,17 +97,213 @@ class SendfileConfig:
     in_flight: int = 0
 
 
+
+# Bytes the kernel may hand over in one read into a connection's receive area (it starts small
+# and doubles while reads fill it: idle connections stay cheap). A request frame larger than
+# LARGE_FRAME_BYTES is read straight into a buffer of its own (Kafka's NetworkReceive does the
+# same: the size first, then a buffer of that size).
+RECEIVE_AREA_BYTES = 256 * 1024
+_FIRST_AREA_BYTES = 8 * 1024
+LARGE_FRAME_BYTES = 128 * 1024
+# Unhandled pipelined request bytes a connection holds before it stops reading the socket
+# (asyncio's StreamReader paused at twice its 1 MiB limit; requests are handled one at a time).
+MAX_BUFFERED_REQUEST_BYTES = 2 << 20
+_I32 = struct.Struct(">i")
+
+
+class _FrameError(Exception):
+    """A size prefix outside [0, socket.request.max.bytes]: the connection is closed once the
+    requests before it are answered."""
+
+
+class _RequestProtocol(asyncio.BufferedProtocol):
+    """Reads size-prefixed request frames with one copy: the kernel writes into the connection's
+    receive area (asyncio's BufferedProtocol, which uvloop drives from its own read loop), and
+    each frame is copied out once as the ``bytes`` its handler reads (a large frame is read into
+    a buffer of its own, without even that copy). Writes go to the transport directly; drain()
+    waits for the transport's low-water mark as StreamWriter.drain() does."""
+
+    def __init__(self, max_request_bytes: int, on_connection: "Callable[[_RequestProtocol], None]") -> None:
+        self._max_request_bytes = max_request_bytes
+        self._on_connection = on_connection
+        self.transport: Optional[asyncio.Transport] = None
+        self._area = bytearray(_FIRST_AREA_BYTES)   # grows to RECEIVE_AREA_BYTES while reads fill it
+        self._grow = False
+        self._offered = 0
+        self._start = 0                 # first byte of the area not yet cut into a frame
+        self._end = 0                   # end of the bytes received into the area
+        self._large: Optional[bytearray] = None     # a frame being read into its own buffer
+        self._large_filled = 0
+        self._frames: collections.deque[Union[bytes, bytearray]] = collections.deque()
+        self._buffered = 0              # bytes of the frames queued, not yet taken
+        self._frame_error: Optional[str] = None
+        self._eof = False
+        self._lost = False
+        self._reading_paused = False
+        self._frame_waiter: Optional[asyncio.Future[None]] = None
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+
+    # -- asyncio.BufferedProtocol ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._on_connection(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._large is not None:
+            return memoryview(self._large)[self._large_filled:]
+        area = self._area
+        if self._frame_error is not None:
+            return memoryview(area)     # what follows a bad size prefix is never read
+        start, end = self._start, self._end
+        if self._grow or len(area) - end < len(area) // 4:
+            # room for a read: a larger area if the last read filled what it was offered (more
+            # was waiting), else the partial frame at the end moved to the front (it is at most
+            # LARGE_FRAME_BYTES: a larger one goes to a buffer of its own)
+            pending = end - start
+            if self._grow:
+                self._grow = False
+                area = bytearray(max(2 * len(area), 2 * pending))
+            area[:pending] = self._area[start:end]
+            self._area, self._start, self._end = area, 0, pending
+            end = pending
+        view = memoryview(area)[end:]
+        self._offered = len(view)
+        return view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame_error is not None:
+            return
+        if self._large is not None:
+            self._large_filled += nbytes
+            if self._large_filled == len(self._large):
+                self._queue(self._large)
+                self._large = None
+        else:
+            self._end += nbytes
+            if nbytes == self._offered and len(self._area) < RECEIVE_AREA_BYTES:
+                self._grow = True
+            self._cut_frames()
+        self._wake_reader()
+
+    def eof_received(self) -> Optional[bool]:
+        self._eof = True
+        self._wake_reader()
+        return True     # half-closed: the requests read before it are still answered, then closed
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._lost = True
+        self._eof = True
+        self._wake_reader()
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+
+    # -- frames ---------------------------------------------------------------------------------
+    def _cut_frames(self) -> None:
+        area, start, end = self._area, self._start, self._end
+        while self._frame_error is None and end - start >= _SIZE:
+            size = _I32.unpack_from(area, start)[0]
+            if size < 0 or size > self._max_request_bytes:
+                self._frame_error = (f"request size {size} outside [0, socket.request.max.bytes="
+                                     f"{self._max_request_bytes}]")
+                self._pause_reading()     # nothing after it is read
+                break
+            if end - start - _SIZE >= size:
+                self._queue(bytes(memoryview(area)[start + _SIZE:start + _SIZE + size]))
+                start += _SIZE + size
+                continue
+            if size > LARGE_FRAME_BYTES:
+                # the rest of this frame comes into a buffer of its own, straight from the kernel
+                have = end - start - _SIZE
+                self._large = bytearray(size)
+                self._large[:have] = area[start + _SIZE:end]
+                self._large_filled = have
+                start = end
+            break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+
+    def _queue(self, frame: Union[bytes, bytearray]) -> None:
+        self._frames.append(frame)
+        self._buffered += len(frame)
+        if self._buffered > MAX_BUFFERED_REQUEST_BYTES:
+            self._pause_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self._lost:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _wake_reader(self) -> None:
+        waiter = self._frame_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def next_frame(self) -> Optional[Union[bytes, bytearray]]:
+        """The next request frame if one is complete, else None (then wait_frame()). Raises
+        _FrameError for a bad size prefix and EOFError once the peer is gone, each only after the
+        frames received before it were taken."""
+        if self._frames:
+            frame = self._frames.popleft()
+            self._buffered -= len(frame)
+            if self._reading_paused and self._buffered <= MAX_BUFFERED_REQUEST_BYTES // 2 \
+                    and self._frame_error is None and not self._lost and self.transport is not None:
+                self._reading_paused = False
+                self.transport.resume_reading()
+            return frame
+        if self._frame_error is not None:
+            raise _FrameError(self._frame_error)
+        if self._eof:
+            raise EOFError
+        return None
+
+    async def wait_frame(self) -> None:
+        if self._frames or self._frame_error is not None or self._eof:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._frame_waiter = waiter
+        try:
+            await waiter
+        finally:
+            self._frame_waiter = None
+
+    # -- writing --------------------------------------------------------------------------------
+    async def drain(self) -> None:
+        if self._lost:
+            raise ConnectionResetError("Connection lost")
+        if not self._write_paused:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+        if self._lost:
+            raise ConnectionResetError("Connection lost")
+
+
 class _Connection:
-    __slots__ = ("info", "reader", "writer", "handler", "max_request_bytes", "busy", "task",
+    __slots__ = ("info", "protocol", "transport", "handler", "busy", "task",
                  "sendfile", "_sock", "_closing", "_pending", "_out", "_out_bytes", "_flush_handle")
 
-    def __init__(self, info: ConnectionInfo, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 handler: RequestHandler, max_request_bytes: int, sendfile: SendfileConfig) -> None:
+    def __init__(self, info: ConnectionInfo, protocol: _RequestProtocol, handler: RequestHandler,
+                 sendfile: SendfileConfig) -> None:
         self.info = info
-        self.reader = reader
-        self.writer = writer
+        self.protocol = protocol
+        assert protocol.transport is not None
+        self.transport: asyncio.Transport = protocol.transport
         self.handler = handler
-        self.max_request_bytes = max_request_bytes
         self.busy = False
         self.task: Optional[asyncio.Task[None]] = None
         self.sendfile = sendfile
@@ -127,11 +325,11 @@ class _Connection:
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()
         self._out_bytes = 0
-        if not self.writer.transport.is_closing():
-            self.writer.write(data)
+        if not self.transport.is_closing():
+            self.transport.write(data)
 
     async def _write(self, response: Response) -> None:
-        writer = self.writer
+        transport = self.transport
         if isinstance(response, ResponseSend):
             self._flush_out()
             cfg = self.sendfile
@@ -148,25 +346,25 @@ class _Connection:
                 return
         self._out.append(response)
         self._out_bytes += len(response)
-        if self._out_bytes < COALESCE_MAX_BYTES and writer.transport.get_write_buffer_size() <= 1 << 20:
+        if self._out_bytes < COALESCE_MAX_BYTES and transport.get_write_buffer_size() <= 1 << 20:
             # written once this turn of the loop ends: when the connection's task waits (for the
             # next request's bytes or a delayed operation), never later
             if self._flush_handle is None:
                 self._flush_handle = asyncio.get_running_loop().call_soon(self._flush_out)
             return
         self._flush_out()
-        if writer.transport.get_write_buffer_size() > 1 << 20:
-            await writer.drain()
+        if transport.get_write_buffer_size() > 1 << 20:
+            await self.protocol.drain()
 
     async def _send_zero_copy(self, response: ResponseSend, executor: ThreadPoolExecutor) -> None:
         """Hold the connection's response stream (the next request is read only after this one
         is answered), let the transport flush what it buffered, then a worker thread sends the
         parts on a duplicate of the socket's descriptor; the loop keeps reading into the stream."""
-        transport = self.writer.transport
+        transport = self.transport
         if transport.get_write_buffer_size() > 0:
             transport.set_write_buffer_limits(high=0, low=0)
             try:
-                await self.writer.drain()
+                await self.protocol.drain()
             finally:
                 transport.set_write_buffer_limits()
             while transport.get_write_buffer_size() > 0:  # drain() wakes on low water; be sure
@@ -174,9 +372,9 @@ class _Connection:
                     raise ConnectionResetError("connection closed while flushing")
                 await asyncio.sleep(0.001)
         if self._sock is None:
-            raw = self.writer.get_extra_info("socket")
+            raw = transport.get_extra_info("socket")
             if raw is None:
-                self.writer.write(response.materialize())
+                transport.write(response.materialize())
                 return
             self._sock = socket.socket(fileno=os.dup(raw.fileno()))
         parts = response.for_sendfile()
@@ -205,16 +403,13 @@ class _Connection:
             sock.close()
 
     async def run(self) -> None:
-        reader, writer = self.reader, self.writer
+        protocol = self.protocol
         try:
             while True:
-                size_bytes = await reader.readexactly(_SIZE)
-                size = int.from_bytes(size_bytes, "big", signed=True)
-                if size < 0 or size > self.max_request_bytes:
-                    log.warning("closing %s: request size %d outside [0, socket.request.max.bytes=%d]",
-                                self.info.connection_id, size, self.max_request_bytes)
-                    return
-                frame = await reader.readexactly(size)
+                frame = protocol.next_frame()
+                if frame is None:
+                    await protocol.wait_frame()
+                    continue
                 if self._out and frame[:2] != _PRODUCE_KEY:
                     # held answers wait only behind pipelined Produce requests (short, and what
                     # the coalescing is for), never behind a request that may take long
@@ -226,13 +421,15 @@ class _Connection:
                         await self._write(response)
                 finally:
                     self.busy = False
+        except _FrameError as e:
+            log.warning("closing %s: %s", self.info.connection_id, e)
         except CloseConnection as e:
             log.info("closing %s: %s", self.info.connection_id, e)
         except RegionChangedError as e:
             # the response is incomplete on the wire: the client sees a closed connection, never
             # bytes other than the ones the log read
             log.warning("closing %s: %s", self.info.connection_id, e)
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (EOFError, ConnectionError):
             pass
         except asyncio.CancelledError:
             raise
@@ -241,7 +438,7 @@ class _Connection:
         finally:
             self._flush_out()     # answers to earlier requests still leave before the close
             self._release_socket()
-            writer.close()
+            self.transport.close()
 
 
 class SocketServer:
@@ -271,9 +468,9 @@ class SocketServer:
         request processing only once the broker is ready."""
         for ep in self._endpoints:
             try:
-                server = await asyncio.start_server(
-                    lambda r, w, ep=ep: self._accept(ep, r, w),
-                    host=ep.host or None, port=ep.port, reuse_address=True, limit=1 << 20,
+                server = await asyncio.get_running_loop().create_server(
+                    lambda ep=ep: _RequestProtocol(self._max_request_bytes, lambda p, ep=ep: self._accept(ep, p)),
+                    host=ep.host or None, port=ep.port, reuse_address=True,
                     backlog=self._listen_backlog, start_serving=False)
             except OSError as e:
                 raise SocketBindError(ep.host, ep.port, e) from e
@@ -294,8 +491,10 @@ class SocketServer:
             counts[c.info.listener_name] = counts.get(c.info.listener_name, 0) + 1
         return counts
 
-    def _accept(self, ep: Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock: socket.socket | None = writer.get_extra_info("socket")
+    def _accept(self, ep: Endpoint, protocol: _RequestProtocol) -> None:
+        transport = protocol.transport
+        assert transport is not None
+        sock: socket.socket | None = transport.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -305,12 +504,12 @@ class SocketServer:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
             except OSError:
                 pass
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        local = writer.get_extra_info("sockname") or ("?", 0)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        local = transport.get_extra_info("sockname") or ("?", 0)
         info = ConnectionInfo(
             connection_id=f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{next(_conn_ids)}",
             listener_name=ep.listener_name, client_host=str(peer[0]), client_port=int(peer[1]))
-        conn = _Connection(info, reader, writer, self._handler, self._max_request_bytes, self._sendfile)
+        conn = _Connection(info, protocol, self._handler, self._sendfile)
         self._connections.add(conn)
         conn.task = asyncio.get_running_loop().create_task(conn.run())
         conn.task.add_done_callback(lambda _t, c=conn: self._connections.discard(c))
@@ -331,7 +530,7 @@ class SocketServer:
             if c.task is not None:
                 c.task.cancel()
             c._flush_out()      # answers held for this turn of the loop still leave
-            c.writer.close()
+            c.transport.close()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._connections.clear()
