@@ -99,7 +99,7 @@ class SendfileConfig:
 
 
 # Bytes the kernel may hand over in one read into a connection's receive area (it starts small
-# and doubles while reads fill it: idle connections stay cheap). A request frame larger than
+# and doubles while reads fill it, up to this; it does not shrink again). A request frame larger than
 # LARGE_FRAME_BYTES is read straight into a buffer of its own (Kafka's NetworkReceive does the
 # same: the size first, then a buffer of that size).
 RECEIVE_AREA_BYTES = 256 * 1024
@@ -109,6 +109,9 @@ LARGE_FRAME_BYTES = 128 * 1024
 # (asyncio's StreamReader paused at twice its 1 MiB limit; requests are handled one at a time).
 MAX_BUFFERED_REQUEST_BYTES = 2 << 20
 _I32 = struct.Struct(">i")
+# what a queued frame costs beyond its bytes (its object and queue slot), counted against
+# MAX_BUFFERED_REQUEST_BYTES so that empty or tiny frames cannot pile up unbounded
+_FRAME_OVERHEAD = 64
 
 
 class _FrameError(Exception):
@@ -133,8 +136,9 @@ class _RequestProtocol(asyncio.BufferedProtocol):
         self._start = 0                 # first byte of the area not yet cut into a frame
         self._end = 0                   # end of the bytes received into the area
         self._large: Optional[bytearray] = None     # a frame being read into its own buffer
+        self._large_size = 0            # its declared size (the buffer grows as its bytes arrive)
         self._large_filled = 0
-        self._frames: collections.deque[Union[bytes, bytearray]] = collections.deque()
+        self._frames: collections.deque[Union[bytes, memoryview]] = collections.deque()
         self._buffered = 0              # bytes of the frames queued, not yet taken
         self._frame_error: Optional[str] = None
         self._eof = False
@@ -150,18 +154,27 @@ class _RequestProtocol(asyncio.BufferedProtocol):
         self._on_connection(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._large is not None:
-            return memoryview(self._large)[self._large_filled:]
+        large = self._large
+        if large is not None:
+            if self._large_filled == len(large):
+                # memory follows the bytes received, not the size a client declared: the buffer
+                # doubles (at least by the receive area's size) up to the frame's size
+                more = bytes(min(self._large_size - len(large), max(len(large), RECEIVE_AREA_BYTES)))
+                try:
+                    large.extend(more)
+                except BufferError:     # a loop still holding the last read's view
+                    large = self._large = large + more
+            return memoryview(large)[self._large_filled:]
         area = self._area
         if self._frame_error is not None:
             return memoryview(area)     # what follows a bad size prefix is never read
         start, end = self._start, self._end
         if self._grow or len(area) - end < len(area) // 4:
             # room for a read: a larger area if the last read filled what it was offered (more
-            # was waiting), else the partial frame at the end moved to the front (it is at most
-            # LARGE_FRAME_BYTES: a larger one goes to a buffer of its own)
+            # was waiting) or nothing can be moved, else the partial frame at the end moved to the
+            # front (it is at most LARGE_FRAME_BYTES: a larger one goes to a buffer of its own)
             pending = end - start
-            if self._grow:
+            if self._grow or start == 0:
                 self._grow = False
                 area = bytearray(max(2 * len(area), 2 * pending))
             area[:pending] = self._area[start:end]
@@ -176,8 +189,9 @@ class _RequestProtocol(asyncio.BufferedProtocol):
             return
         if self._large is not None:
             self._large_filled += nbytes
-            if self._large_filled == len(self._large):
-                self._queue(self._large)
+            if self._large_filled == self._large_size:
+                # read-only, as the bytes of the smaller frames are
+                self._queue(memoryview(self._large).toreadonly())
                 self._large = None
         else:
             self._end += nbytes
@@ -192,6 +206,10 @@ class _RequestProtocol(asyncio.BufferedProtocol):
         return True     # half-closed: the requests read before it are still answered, then closed
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
+        if exc is not None:
+            # a reset: the requests not yet handled are dropped, as StreamReader's exception did
+            self._frames.clear()
+            self._buffered = 0
         self._lost = True
         self._eof = True
         self._wake_reader()
@@ -226,19 +244,18 @@ class _RequestProtocol(asyncio.BufferedProtocol):
                 continue
             if size > LARGE_FRAME_BYTES:
                 # the rest of this frame comes into a buffer of its own, straight from the kernel
-                have = end - start - _SIZE
-                self._large = bytearray(size)
-                self._large[:have] = area[start + _SIZE:end]
-                self._large_filled = have
+                self._large = bytearray(memoryview(area)[start + _SIZE:end])
+                self._large_size = size
+                self._large_filled = len(self._large)
                 start = end
             break
         if start == end:
             start = end = 0
         self._start, self._end = start, end
 
-    def _queue(self, frame: Union[bytes, bytearray]) -> None:
+    def _queue(self, frame: Union[bytes, memoryview]) -> None:
         self._frames.append(frame)
-        self._buffered += len(frame)
+        self._buffered += _SIZE + _FRAME_OVERHEAD + len(frame)
         if self._buffered > MAX_BUFFERED_REQUEST_BYTES:
             self._pause_reading()
 
@@ -252,13 +269,13 @@ class _RequestProtocol(asyncio.BufferedProtocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def next_frame(self) -> Optional[Union[bytes, bytearray]]:
+    def next_frame(self) -> Optional[Union[bytes, memoryview]]:
         """The next request frame if one is complete, else None (then wait_frame()). Raises
         _FrameError for a bad size prefix and EOFError once the peer is gone, each only after the
         frames received before it were taken."""
         if self._frames:
             frame = self._frames.popleft()
-            self._buffered -= len(frame)
+            self._buffered -= _SIZE + _FRAME_OVERHEAD + len(frame)
             if self._reading_paused and self._buffered <= MAX_BUFFERED_REQUEST_BYTES // 2 \
                     and self._frame_error is None and not self._lost and self.transport is not None:
                 self._reading_paused = False
@@ -366,7 +383,8 @@ class _Connection:
             try:
                 await self.protocol.drain()
             finally:
-                transport.set_write_buffer_limits()
+                if not transport.is_closing():  # a closed uvloop transport raises here
+                    transport.set_write_buffer_limits()
             while transport.get_write_buffer_size() > 0:  # drain() wakes on low water; be sure
                 if transport.is_closing():
                     raise ConnectionResetError("connection closed while flushing")

@@ -8,13 +8,16 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-from typing import Optional
+from typing import Callable, Optional
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kafkalite.network.socket_server import (LARGE_FRAME_BYTES, MAX_BUFFERED_REQUEST_BYTES, ConnectionInfo,
-                                             Endpoint, SocketServer, _FrameError, _RequestProtocol)
+import uvloop
+
+from kafkalite.network.socket_server import (LARGE_FRAME_BYTES, MAX_BUFFERED_REQUEST_BYTES, RECEIVE_AREA_BYTES,
+                                             ConnectionInfo, Endpoint, SocketServer, _FrameError,
+                                             _RequestProtocol)
 
 
 class FakeTransport:
@@ -52,6 +55,7 @@ def feed(p: _RequestProtocol, data: bytes, cuts: list[int]) -> None:
             assert len(view) > 0
             n = min(len(view), bound - pos)
             view[:n] = data[pos:pos + n]
+            del view            # released before buffer_updated returns, as the event loops do
             p.buffer_updated(n)
             pos += n
 
@@ -128,6 +132,55 @@ def test_reading_pauses_while_too_many_request_bytes_wait() -> None:
     assert take_all(p) == [body] * (count - taken)
 
 
+def test_empty_frames_count_against_the_limit_too() -> None:
+    """A frame costs more than its bytes: a client sending size-0 frames while its connection's
+    task is busy must not queue them without bound."""
+    p, t = reader()
+    chunk = frame(b"") * 1024
+    reads = 0
+    while not t.paused:     # the transport reads no more once paused
+        feed(p, chunk, [])
+        reads += 1
+        assert reads < 1000
+    queued = len(take_all(p))
+    assert queued == reads * 1024 and queued <= MAX_BUFFERED_REQUEST_BYTES // 68 + 1024
+
+
+def test_memory_follows_the_bytes_received_not_the_declared_size() -> None:
+    """Four bytes declaring a 100 MiB frame allocate nothing yet; the frame's buffer grows as its
+    bytes arrive, and the frame comes out whole, read-only like the smaller ones."""
+    p, _t = reader(max_request_bytes=100 << 20)
+    size = (100 << 20) - 1
+    feed(p, struct.pack(">i", size), [])
+    assert p.next_frame() is None
+    assert p._large is not None and len(p._large) == 0
+    assert len(p.get_buffer(-1)) == RECEIVE_AREA_BYTES
+    p.buffer_updated(0)
+    body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    sent = 0
+    while sent < 3 * RECEIVE_AREA_BYTES:
+        view = p.get_buffer(-1)
+        n = min(len(view), 100_000)
+        view[:n] = body[sent:sent + n]
+        del view
+        p.buffer_updated(n)
+        sent += n
+        assert p._large is not None and len(p._large) <= 2 * sent + RECEIVE_AREA_BYTES
+    feed(p, body[sent:], [])
+    got = p.next_frame()
+    assert isinstance(got, memoryview) and got.readonly and got == body
+
+
+def test_a_reset_drops_the_requests_not_yet_handled() -> None:
+    """As StreamReader did: a connection reset ends the stream at once (a clean EOF does not)."""
+    p, _t = reader()
+    feed(p, frame(b"a") + frame(b"b"), [])
+    assert p.next_frame() == b"a"
+    p.connection_lost(ConnectionResetError(104, "Connection reset by peer"))
+    with pytest.raises(EOFError):
+        p.next_frame()
+
+
 def test_eof_after_the_frames() -> None:
     p, _t = reader()
     feed(p, frame(b"last") + b"\x00\x00", [])
@@ -137,7 +190,9 @@ def test_eof_after_the_frames() -> None:
         p.next_frame()
 
 
-def test_pipelined_requests_of_every_size_answered_in_order_and_a_half_closed_client_answered() -> None:
+@pytest.mark.parametrize("loop_factory", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
+def test_pipelined_requests_of_every_size_answered_in_order_and_a_half_closed_client_answered(
+        loop_factory: Callable[[], asyncio.AbstractEventLoop]) -> None:
     """The real SocketServer: 200 pipelined requests from 0 bytes to past LARGE_FRAME_BYTES sent
     in one go, answered in order with a digest of each; then a client that sends its request and
     shuts its sending side down still gets the answer."""
@@ -177,7 +232,8 @@ def test_pipelined_requests_of_every_size_answered_in_order_and_a_half_closed_cl
         finally:
             await server.shutdown()
 
-    answers, half_closed = asyncio.run(run())
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        answers, half_closed = runner.run(run())
     assert answers == [expected(bytes([(i + j) % 256 for j in range(min(n, 64))]) + b"z" * max(0, n - 64))
                        for i, n in enumerate(sizes)]
     assert half_closed == frame(expected(b"half"))
