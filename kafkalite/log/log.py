@@ -198,6 +198,7 @@ class Log:
                  now_ms: int, has_partition_metadata: bool = True,
                  topic_partition: tuple[str, int] | None = None) -> None:
         self.dir = dir
+        self._name = dir.name       # the partition's directory name, read on every append
         self.update_config(config)
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
@@ -415,7 +416,7 @@ class Log:
     # -- properties --------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self.dir.name
+        return self._name
 
     @property
     def log_ident(self) -> str:

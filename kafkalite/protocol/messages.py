@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from kafka.protocol.api_message import ApiMessage
@@ -86,10 +86,10 @@ class ApiMessages:
     api_key: int
     request: type[ApiMessage]
     response: type[ApiMessage]
+    name: str = field(init=False)   # "Produce", ...: read per request, computed once
 
-    @property
-    def name(self) -> str:
-        return self.request.name.removesuffix("Request")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.request.name.removesuffix("Request"))
 
 
 def module_pairs(module_name: str) -> dict[int, ApiMessages]:

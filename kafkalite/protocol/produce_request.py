@@ -218,6 +218,9 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData
                 length = data[pos]
                 if length < 0x80:
                     pos += 1
+                elif pos + 1 < n and data[pos + 1] < 0x80:     # 128 bytes to 16 KiB of records
+                    length = (length & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
                 else:
                     length, pos = _uvarint(data, pos)
                 length -= 1

@@ -4,19 +4,22 @@ with the request's correlation id; the bytes are the same as encoding the respon
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
-_EMPTY_TAGGED_FIELDS = b"\x00"
+_SIZE_CORRELATION = struct.Struct(">ii")
+_SIZE_CORRELATION_TAGS = struct.Struct(">iiB")
 
 
-@dataclass(frozen=True)
-class EncodedResponse:
+class EncodedResponse(NamedTuple):
+    """A named tuple: Produce answers one per request."""
     body: bytes
     flexible: bool      # the API version uses response header v1 (correlation id + tagged fields)
 
     def frame(self, correlation_id: int) -> bytes:
-        header = struct.pack(">i", correlation_id) + (_EMPTY_TAGGED_FIELDS if self.flexible else b"")
-        return struct.pack(">i", len(header) + len(self.body)) + header + self.body
+        body = self.body
+        if self.flexible:   # size, correlation id, no tagged fields
+            return _SIZE_CORRELATION_TAGS.pack(len(body) + 5, correlation_id, 0) + body
+        return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body
 
 
 def encode_body(response: object, api_version: int) -> EncodedResponse:
