@@ -82,10 +82,12 @@ def _past_end() -> MalformedProduceRequest:
     return MalformedProduceRequest("the body ends inside a field")
 
 
-def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    """An unsigned varint as kafka-python's generated decoder reads lengths and counts: no
-    limit on its length and no wrap to int32 (Kafka refuses a varint longer than 5 bytes and reads
-    a 5-byte length of 2^31 or more as negative; neither is what a client writes)."""
+def _uvarint(data: memoryview, pos: int, five_bytes_at_most: bool = False) -> tuple[int, int]:
+    """An unsigned varint as kafka-python reads it. Lengths and counts (its generated decoder):
+    no limit on the length and no wrap to int32 (Kafka refuses a varint longer than 5 bytes and
+    reads a 5-byte length of 2^31 or more as negative; neither is what a client writes).
+    Tagged-field counts, tags and sizes: 5 bytes at most (a value past 32 bits, which
+    kafka-python's zigzag round trip reads differently, runs past the body either way)."""
     value = 0
     shift = 0
     n = len(data)
@@ -98,25 +100,7 @@ def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             return value, pos
         shift += 7
-
-
-def _uvarint32(data: memoryview, pos: int) -> tuple[int, int]:
-    """An unsigned varint of at most 5 bytes, as tagged-field counts, tags and sizes are read
-    (a value past 32 bits, which kafka-python's zigzag round trip reads differently, is a count
-    or size past the end of the body either way)."""
-    value = 0
-    shift = 0
-    n = len(data)
-    while True:
-        if pos >= n:
-            raise _past_end()
-        b = data[pos]
-        pos += 1
-        if not b & 0x80:
-            return value | (b << shift), pos
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if shift > 28:
+        if five_bytes_at_most and shift > 28:
             raise MalformedProduceRequest("varint too long")
 
 
@@ -124,29 +108,34 @@ def _skip_tagged_fields(data: memoryview, pos: int) -> int:
     """Produce declares no tagged fields: every one is unknown and skipped."""
     if pos < len(data) and data[pos] == 0:
         return pos + 1
-    count, pos = _uvarint32(data, pos)
+    count, pos = _uvarint(data, pos, True)
     for _ in range(count):
-        _tag, pos = _uvarint32(data, pos)
-        size, pos = _uvarint32(data, pos)
+        _tag, pos = _uvarint(data, pos, True)
+        size, pos = _uvarint(data, pos, True)
         pos += size
         if pos > len(data):
             raise TruncatedTaggedFieldError("a tagged field runs past the end of the body")
     return pos
 
 
-def _string(data: memoryview, pos: int, flexible: bool) -> tuple[Optional[str], int]:
+def _length(data: memoryview, pos: int, flexible: bool, classic: struct.Struct) -> tuple[int, int]:
+    """A string's length or an array's count: compact (unsigned varint, minus one) from v9,
+    else a classic int16 / int32."""
     if flexible:
-        length = data[pos] if pos < len(data) else 0x80
-        if length < 0x80:
+        value = data[pos] if pos < len(data) else 0x80
+        if value < 0x80:
             pos += 1
         else:
-            length, pos = _uvarint(data, pos)
-        length -= 1
-    else:
-        if pos + 2 > len(data):
-            raise _past_end()
-        length = _I16.unpack_from(data, pos)[0]
-        pos += 2
+            value, pos = _uvarint(data, pos)
+        return value - 1, pos
+    end = pos + classic.size
+    if end > len(data):
+        raise _past_end()
+    return classic.unpack_from(data, pos)[0], end
+
+
+def _string(data: memoryview, pos: int, flexible: bool) -> tuple[Optional[str], int]:
+    length, pos = _length(data, pos, flexible, _I16)
     if length < 0:
         return None, pos
     if length > _MAX_STRING_LENGTH:
@@ -159,18 +148,7 @@ def _string(data: memoryview, pos: int, flexible: bool) -> tuple[Optional[str], 
 
 
 def _array_count(data: memoryview, pos: int, flexible: bool, field: str) -> tuple[int, int]:
-    if flexible:
-        count = data[pos] if pos < len(data) else 0x80
-        if count < 0x80:
-            pos += 1
-        else:
-            count, pos = _uvarint(data, pos)
-        count -= 1
-    else:
-        if pos + 4 > len(data):
-            raise _past_end()
-        count = _I32.unpack_from(data, pos)[0]
-        pos += 4
+    count, pos = _length(data, pos, flexible, _I32)
     if count < 0:
         if count == -1:
             raise MalformedProduceRequest(f"non-nullable field {field} was serialized as null")

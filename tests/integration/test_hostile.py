@@ -24,7 +24,8 @@ from tests.harness import BrokerProcess
 from tests.integration.util import (BATCH_HEADER_SIZE, CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TOPIC_EXCEPTION,
                                     MESSAGE_TOO_LARGE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
                                     UNSUPPORTED_VERSION, RawClient, Rec, broker_rss_kb, build_batch, parse_records,
-                                    build_legacy_message_set, create_topic, split_host_port, wait_until)
+                                    build_legacy_message_set, create_topic, split_host_port, uvarint,
+                                    wait_until)
 
 MAX_REQUEST = 262_144   # socket.request.max.bytes
 MAX_MESSAGE = 65_536    # message.max.bytes
@@ -303,20 +304,11 @@ def test_nulls_in_non_nullable_fields_close_the_connection(hb: BrokerProcess) ->
     assert_alive(hb)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _produce_v9(txn: bytes, topic: bytes, records: bytes, partition_tags: bytes) -> bytes:
     """Produce v9 (header v2, compact fields) of one batch to partition 0 of `topic`."""
-    txn_field = _uvarint(len(txn) + 1) + txn if txn else b"\x00"
-    body = (txn_field + struct.pack(">hi", 1, 1000) + _uvarint(2) + _uvarint(len(topic) + 1) + topic + _uvarint(2)
-            + struct.pack(">i", 0) + _uvarint(len(records) + 1) + records + partition_tags + b"\x00" + b"\x00")
+    txn_field = uvarint(len(txn) + 1) + txn if txn else b"\x00"
+    body = (txn_field + struct.pack(">hi", 1, 1000) + uvarint(2) + uvarint(len(topic) + 1) + topic + uvarint(2)
+            + struct.pack(">i", 0) + uvarint(len(records) + 1) + records + partition_tags + b"\x00" + b"\x00")
     return frame(header_v1(0, 9, 1) + b"\x00" + body)
 
 
@@ -331,7 +323,7 @@ def test_produce_shapes_kafka_refuses_close_the_connection(hb: BrokerProcess) ->
     refused = [
         frame(v7 + struct.pack(">i", -2)),
         frame(v7 + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name + struct.pack(">i", -2)),
-        _produce_v9(b"", name, batch, _uvarint(1) + _uvarint(5) + _uvarint(40) + b"short"),
+        _produce_v9(b"", name, batch, uvarint(1) + uvarint(5) + uvarint(40) + b"short"),
         _produce_v9(b"t" * 0x8000, name, batch, b"\x00"),
     ]
     with RawClient(hb.bootstrap_servers) as c:
@@ -339,7 +331,7 @@ def test_produce_shapes_kafka_refuses_close_the_connection(hb: BrokerProcess) ->
         for data in refused:
             assert closed_after(hb, data), data[:40]
         assert log_end(c, DATA_TOPIC, 0) == before
-        c.send_bytes(_produce_v9(b"", name, batch, _uvarint(1) + _uvarint(5) + _uvarint(5) + b"whole"))
+        c.send_bytes(_produce_v9(b"", name, batch, uvarint(1) + uvarint(5) + uvarint(5) + b"whole"))
         answer = ProduceResponse[9].decode(c.recv_frame(), header=True)
         assert [(t.name, [(p.index, p.error_code, p.base_offset) for p in t.partition_responses])
                 for t in answer.responses] == [(DATA_TOPIC, [(0, 0, before)])]

@@ -23,6 +23,8 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from kafkalite.protocol.wire import write_uvarint
+
 # Kafka error codes the tests assert (org.apache.kafka.common.protocol.Errors).
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -49,6 +51,13 @@ DEFAULT_TIMEOUT = 10.0
 # --------------------------------------------------------------------------------------------
 # Bounded waiting
 # --------------------------------------------------------------------------------------------
+
+def uvarint(value: int) -> bytes:
+    """An unsigned varint (compact lengths and counts, tagged fields), as the broker writes it."""
+    out = bytearray()
+    write_uvarint(out, value)
+    return bytes(out)
+
 
 def wait_until(pred: Callable[[], Any], timeout: float = DEFAULT_TIMEOUT, interval: float = 0.05,
                what: str = "condition") -> Any:

@@ -29,6 +29,7 @@ from kafkalite.protocol.inter_broker import (
     stop_replica_partitions, update_metadata_error_response, update_metadata_partition_states)
 from kafkalite.protocol.messages import messages_for
 from kafkalite.server.kafka_apis import decode_body
+from tests.integration.util import uvarint
 
 # ---------------------------------------------------------------------------------------------
 # hand encoders, straight from the protocol guide's primitive types
@@ -52,15 +53,6 @@ def i64(v: int) -> bytes:
 
 def boolean(v: bool) -> bytes:
     return b"\x01" if v else b"\x00"
-
-
-def uvarint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def string(s: str) -> bytes:  # STRING: int16 length + bytes

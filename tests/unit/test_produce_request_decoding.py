@@ -17,6 +17,7 @@ from kafkalite.protocol.produce_request import (InvalidStringLengthError, Malfor
                                                 NegativeArrayCountError, TruncatedTaggedFieldError,
                                                 decode_produce_request)
 from kafkalite.server.kafka_apis import decode_body
+from tests.integration.util import uvarint
 
 VERSIONS = range(0, 14)
 FLEXIBLE = 9
@@ -112,25 +113,16 @@ def test_damaged_bodies_are_refused_or_read_the_same(v: int, topics: list[Any], 
     assert_same_reading(bytes(body), v)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _tags(*fields: tuple[int, bytes]) -> bytes:
-    return _uvarint(len(fields)) + b"".join(_uvarint(tag) + _uvarint(len(v)) + v for tag, v in fields)
+    return uvarint(len(fields)) + b"".join(uvarint(tag) + uvarint(len(v)) + v for tag, v in fields)
 
 
 def flexible_body(v: int, *, top: bytes = b"\x00", topic: bytes = b"\x00", partition: bytes = b"\x00",
                   records: bytes = b"batch") -> bytes:
     """A v9+ body with one topic and one partition and the given tagged-field sections."""
-    key = uuid.UUID(int=7).bytes if v >= 13 else _uvarint(len(b"t") + 1) + b"t"
-    return (b"\x00" + struct.pack(">hi", 1, 1000) + _uvarint(2) + key + _uvarint(2)
-            + struct.pack(">i", 3) + _uvarint(len(records) + 1) + records + partition + topic + top)
+    key = uuid.UUID(int=7).bytes if v >= 13 else uvarint(len(b"t") + 1) + b"t"
+    return (b"\x00" + struct.pack(">hi", 1, 1000) + uvarint(2) + key + uvarint(2)
+            + struct.pack(">i", 3) + uvarint(len(records) + 1) + records + partition + topic + top)
 
 
 @pytest.mark.parametrize("v", range(FLEXIBLE, 14))
@@ -147,7 +139,7 @@ def test_unknown_tagged_fields_are_skipped_at_every_level(v: int) -> None:
 def test_a_tagged_field_past_the_body_is_refused(v: int) -> None:
     """kafka-python reads the field short and stops at the end of the body; Kafka runs out of
     buffer and closes the connection."""
-    body = flexible_body(v, top=_uvarint(1) + _uvarint(5) + _uvarint(10) + b"short")
+    body = flexible_body(v, top=uvarint(1) + uvarint(5) + uvarint(10) + b"short")
     assert isinstance(outcome(reference, body, v), tuple)
     with pytest.raises(TruncatedTaggedFieldError):
         decode_produce_request(memoryview(body), v)
@@ -177,7 +169,7 @@ def test_nulls_where_the_schema_allows_none_are_refused(v: int) -> None:
         decode_produce_request(memoryview(head + null_array), v)
     if v < 13:
         null_name = b"\x00" if flexible else struct.pack(">h", -1)
-        count = _uvarint(2) if flexible else struct.pack(">i", 1)
+        count = uvarint(2) if flexible else struct.pack(">i", 1)
         with pytest.raises(MalformedProduceRequest, match="name was serialized as null"):
             decode_produce_request(memoryview(head + count + null_name + null_array), v)
 
@@ -207,9 +199,9 @@ def test_tagged_field_varints_of_five_bytes(v: int) -> None:
     """Tagged-field counts, tags and sizes are read as kafka-python reads them (5 bytes at
     most): a 5-byte tag is skipped, a 6-byte one refused by both."""
     five = b"\x81\x80\x80\x80\x01"
-    body = flexible_body(v, partition=_uvarint(1) + five + _uvarint(2) + b"ab")
+    body = flexible_body(v, partition=uvarint(1) + five + uvarint(2) + b"ab")
     assert ours(body, v) == reference(body, v)
-    body = flexible_body(v, partition=_uvarint(1) + b"\x81\x80\x80\x80\x80\x01" + _uvarint(0))
+    body = flexible_body(v, partition=uvarint(1) + b"\x81\x80\x80\x80\x80\x01" + uvarint(0))
     assert isinstance(outcome(reference, body, v), Exception)
     with pytest.raises(MalformedProduceRequest, match="varint too long"):
         decode_produce_request(memoryview(body), v)

@@ -7,7 +7,7 @@ import struct
 from tests.differential.corpus.steps import create_topic, records
 from tests.differential.corpus.produce_fetch import fetch_step
 from tests.differential.framework import Case, Vars
-from tests.integration.util import BATCH_CRC_OFFSET
+from tests.integration.util import BATCH_CRC_OFFSET, uvarint
 
 METADATA, PRODUCE, FETCH, API_VERSIONS, LIST_OFFSETS = 3, 0, 1, 18, 2
 
@@ -36,15 +36,6 @@ def _acks0_corrupt_produce(v: Vars) -> bytes:
     return _frame(_header(PRODUCE, 3) + body)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _produce_v7(topics: bytes) -> bytes:
     """Produce v7, no transactional id, acks=1; `topics` from the topic array's count on."""
     return _frame(_header(PRODUCE, 7) + struct.pack(">h", -1) + struct.pack(">hi", 1, 5000) + topics)
@@ -55,14 +46,14 @@ def _produce_v9(topic: str, partition_tags: bytes, topic_tags: bytes, top_tags: 
     """Produce v9 (flexible: header v2, compact fields) of one record batch to partition 0."""
     batch = records(b"tagged")
     name = topic.encode()
-    txn = _uvarint(len(transactional_id) + 1) + transactional_id if transactional_id else b"\x00"
-    body = (txn + struct.pack(">hi", 1, 5000) + _uvarint(2) + _uvarint(len(name) + 1) + name + _uvarint(2)
-            + struct.pack(">i", 0) + _uvarint(len(batch) + 1) + batch + partition_tags + topic_tags + top_tags)
+    txn = uvarint(len(transactional_id) + 1) + transactional_id if transactional_id else b"\x00"
+    body = (txn + struct.pack(">hi", 1, 5000) + uvarint(2) + uvarint(len(name) + 1) + name + uvarint(2)
+            + struct.pack(">i", 0) + uvarint(len(batch) + 1) + batch + partition_tags + topic_tags + top_tags)
     return _frame(_header(PRODUCE, 9) + b"\x00" + body)
 
 
 # unknown tagged fields (tags 5 and 600): skipped by both
-_UNKNOWN_TAGS = _uvarint(2) + _uvarint(5) + _uvarint(3) + b"abc" + _uvarint(600) + _uvarint(0)
+_UNKNOWN_TAGS = uvarint(2) + uvarint(5) + uvarint(3) + b"abc" + uvarint(600) + uvarint(0)
 
 
 def _own_topic(response: dict, variables: Vars) -> dict:
@@ -107,7 +98,7 @@ CASES = [
          raw=lambda v: _produce_v7(struct.pack(">i", 1) + _string(v["topic"]) + struct.pack(">i", -2)),
          setup=create_topic()),
     Case("hostile_produce_tagged_field_past_body", PRODUCE, 9,
-         raw=lambda v: _produce_v9(v["topic"], b"\x00", b"\x00", _uvarint(1) + _uvarint(5) + _uvarint(40) + b"short"),
+         raw=lambda v: _produce_v9(v["topic"], b"\x00", b"\x00", uvarint(1) + uvarint(5) + uvarint(40) + b"short"),
          setup=create_topic()),
     Case("hostile_produce_compact_string_longer_than_int16", PRODUCE, 9,
          raw=lambda v: _produce_v9(v["topic"], b"\x00", b"\x00", b"\x00", transactional_id=b"t" * 0x8000),
