@@ -98,12 +98,15 @@ class SendfileConfig:
 
 
 
-# Bytes the kernel may hand over in one read into a connection's receive area (it starts small
-# and doubles while reads fill it, up to this; it does not shrink again). A request frame larger than
+# Bytes the kernel may hand over in one read into a connection's receive area (it starts small,
+# doubles while reads fill it up to this, and shrinks back once the connection is idle). A request frame larger than
 # LARGE_FRAME_BYTES is read straight into a buffer of its own (Kafka's NetworkReceive does the
 # same: the size first, then a buffer of that size).
 RECEIVE_AREA_BYTES = 256 * 1024
 _FIRST_AREA_BYTES = 8 * 1024
+# a grown receive area goes back to _FIRST_AREA_BYTES once its connection read nothing for this
+# long with nothing pending (checked by one timer per connection at most, not per read)
+AREA_SHRINK_AFTER_S = 5.0
 LARGE_FRAME_BYTES = 128 * 1024
 # Unhandled pipelined request bytes a connection holds before it stops reading the socket
 # (asyncio's StreamReader paused at twice its 1 MiB limit; requests are handled one at a time).
@@ -133,6 +136,8 @@ class _RequestProtocol(asyncio.BufferedProtocol):
         self._area = bytearray(_FIRST_AREA_BYTES)   # grows to RECEIVE_AREA_BYTES while reads fill it
         self._grow = False
         self._offered = 0
+        self._reads = 0                 # reads so far, to tell an idle connection
+        self._shrink_handle: Optional[asyncio.TimerHandle] = None
         self._start = 0                 # first byte of the area not yet cut into a frame
         self._end = 0                   # end of the bytes received into the area
         self._large: Optional[bytearray] = None     # a frame being read into its own buffer
@@ -195,6 +200,7 @@ class _RequestProtocol(asyncio.BufferedProtocol):
                 self._large = None
         else:
             self._end += nbytes
+            self._reads += 1
             if nbytes == self._offered and len(self._area) < RECEIVE_AREA_BYTES:
                 self._grow = True
             self._cut_frames()
@@ -206,6 +212,9 @@ class _RequestProtocol(asyncio.BufferedProtocol):
         return True     # half-closed: the requests read before it are still answered, then closed
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
+        if self._shrink_handle is not None:
+            self._shrink_handle.cancel()
+            self._shrink_handle = None
         if exc is not None:
             # a reset: the requests not yet handled are dropped, as StreamReader's exception did
             self._frames.clear()
@@ -287,10 +296,20 @@ class _RequestProtocol(asyncio.BufferedProtocol):
             raise EOFError
         return None
 
+    def _shrink_if_idle(self, reads_then: int) -> None:
+        self._shrink_handle = None
+        if self._reads == reads_then and self._start == self._end and self._large is None and not self._lost:
+            self._area = bytearray(_FIRST_AREA_BYTES)
+            self._start = self._end = 0
+            self._grow = False
+
     async def wait_frame(self) -> None:
         if self._frames or self._frame_error is not None or self._eof:
             return
-        waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if self._shrink_handle is None and len(self._area) > _FIRST_AREA_BYTES:
+            self._shrink_handle = loop.call_later(AREA_SHRINK_AFTER_S, self._shrink_if_idle, self._reads)
+        waiter = loop.create_future()
         self._frame_waiter = waiter
         try:
             await waiter

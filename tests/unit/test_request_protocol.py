@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 import uvloop
 
+from kafkalite.network import socket_server
 from kafkalite.network.socket_server import (LARGE_FRAME_BYTES, MAX_BUFFERED_REQUEST_BYTES, RECEIVE_AREA_BYTES,
                                              ConnectionInfo, Endpoint, SocketServer, _FrameError,
                                              _RequestProtocol)
@@ -179,6 +180,35 @@ def test_a_reset_drops_the_requests_not_yet_handled() -> None:
     p.connection_lost(ConnectionResetError(104, "Connection reset by peer"))
     with pytest.raises(EOFError):
         p.next_frame()
+
+
+def test_a_grown_area_shrinks_back_once_the_connection_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst grows the receive area to RECEIVE_AREA_BYTES; a connection that then reads nothing
+    for AREA_SHRINK_AFTER_S gives it back, one that keeps reading keeps it."""
+    monkeypatch.setattr(socket_server, "AREA_SHRINK_AFTER_S", 0.05)
+
+    async def run() -> list[int]:
+        p, _t = reader()
+        sizes = []
+        for idle in (False, True):
+            feed(p, frame(b"b" * 100_000) * 8, [])
+            assert len(take_all(p)) == 8
+            sizes.append(len(p._area))
+            waiting = asyncio.ensure_future(p.wait_frame())
+            if not idle:
+                await asyncio.sleep(0.02)
+                feed(p, frame(b"x"), [])      # a read within the idle window: the area stays
+                await asyncio.sleep(0.06)
+                assert p.next_frame() == b"x"
+            else:
+                await asyncio.sleep(0.1)
+            sizes.append(len(p._area))
+            waiting.cancel()
+        feed(p, frame(b"after") * 3, [])      # still reads whole frames into the small area
+        assert take_all(p) == [b"after"] * 3
+        return sizes
+
+    assert asyncio.run(run()) == [RECEIVE_AREA_BYTES, RECEIVE_AREA_BYTES, RECEIVE_AREA_BYTES, 8 * 1024]
 
 
 def test_eof_after_the_frames() -> None:
