@@ -15,8 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 import uvloop
 
-from kafkalite.network import socket_server
-from kafkalite.network.socket_server import (LARGE_FRAME_BYTES, MAX_BUFFERED_REQUEST_BYTES, RECEIVE_AREA_BYTES,
+from kafkalite.network.socket_server import (AREA_SHRINK_AFTER_S, LARGE_FRAME_BYTES, MAX_BUFFERED_REQUEST_BYTES, RECEIVE_AREA_BYTES,
                                              ConnectionInfo, Endpoint, SocketServer, _FrameError,
                                              _RequestProtocol)
 
@@ -182,10 +181,11 @@ def test_a_reset_drops_the_requests_not_yet_handled() -> None:
         p.next_frame()
 
 
-def test_a_grown_area_shrinks_back_once_the_connection_is_idle(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A burst grows the receive area to RECEIVE_AREA_BYTES; a connection that then reads nothing
-    for AREA_SHRINK_AFTER_S gives it back, one that keeps reading keeps it."""
-    monkeypatch.setattr(socket_server, "AREA_SHRINK_AFTER_S", 0.05)
+def test_a_grown_area_shrinks_back_once_the_connection_is_idle() -> None:
+    """A burst grows the receive area to RECEIVE_AREA_BYTES. Waiting for the next request arms
+    one timer (AREA_SHRINK_AFTER_S); when it fires, a connection that read nothing since gives
+    the area back, one that read keeps it. The timer's callback is called here directly, with
+    the read count it was armed with, so that the test does not depend on the machine's speed."""
 
     async def run() -> list[int]:
         p, _t = reader()
@@ -194,18 +194,24 @@ def test_a_grown_area_shrinks_back_once_the_connection_is_idle(monkeypatch: pyte
             feed(p, frame(b"b" * 100_000) * 8, [])
             assert len(take_all(p)) == 8
             sizes.append(len(p._area))
+            reads_then = p._reads
             waiting = asyncio.ensure_future(p.wait_frame())
+            await asyncio.sleep(0)
+            handle = p._shrink_handle
+            assert handle is not None and handle.when() - asyncio.get_running_loop().time() <= AREA_SHRINK_AFTER_S
+            handle.cancel()
             if not idle:
-                await asyncio.sleep(0.02)
-                feed(p, frame(b"x"), [])      # a read within the idle window: the area stays
-                await asyncio.sleep(0.06)
+                feed(p, frame(b"x"), [])      # a read before the timer fires: the area stays
                 assert p.next_frame() == b"x"
-            else:
-                await asyncio.sleep(0.1)
+            p._shrink_if_idle(reads_then)
             sizes.append(len(p._area))
             waiting.cancel()
         feed(p, frame(b"after") * 3, [])      # still reads whole frames into the small area
         assert take_all(p) == [b"after"] * 3
+        waiting = asyncio.ensure_future(p.wait_frame())
+        await asyncio.sleep(0)
+        assert p._shrink_handle is None       # nothing to give back: no timer
+        waiting.cancel()
         return sizes
 
     assert asyncio.run(run()) == [RECEIVE_AREA_BYTES, RECEIVE_AREA_BYTES, RECEIVE_AREA_BYTES, 8 * 1024]
