@@ -11,13 +11,12 @@ import struct
 from typing import Callable, Optional
 
 import pytest
+import uvloop
 from hypothesis import given, settings, strategies as st
 
-import uvloop
-
-from kafkalite.network.socket_server import (AREA_SHRINK_AFTER_S, LARGE_FRAME_BYTES, MAX_BUFFERED_REQUEST_BYTES, RECEIVE_AREA_BYTES,
-                                             ConnectionInfo, Endpoint, SocketServer, _FrameError,
-                                             _RequestProtocol)
+from kafkalite.network.socket_server import (AREA_SHRINK_AFTER_S, LARGE_FRAME_BYTES, MAX_BUFFERED_REQUEST_BYTES,
+                                             RECEIVE_AREA_BYTES, ConnectionInfo, Endpoint, SocketServer,
+                                             _FrameError, _RequestProtocol)
 
 
 class FakeTransport:
