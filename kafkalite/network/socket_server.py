@@ -104,8 +104,9 @@ class SendfileConfig:
 # same: the size first, then a buffer of that size).
 RECEIVE_AREA_BYTES = 256 * 1024
 _FIRST_AREA_BYTES = 8 * 1024
-# a grown receive area goes back to _FIRST_AREA_BYTES once its connection read nothing for this
-# long with nothing pending (checked by one timer per connection at most, not per read)
+# a grown receive area goes back to _FIRST_AREA_BYTES once its connection's reads stayed small
+# (a quarter of that at most) for this long with nothing pending: consumers' and members' small
+# periodic requests give it back, a pipelining producer keeps it (one timer per grown area)
 AREA_SHRINK_AFTER_S = 5.0
 LARGE_FRAME_BYTES = 128 * 1024
 # Unhandled pipelined request bytes a connection holds before it stops reading the socket
@@ -136,7 +137,7 @@ class _RequestProtocol(asyncio.BufferedProtocol):
         self._area = bytearray(_FIRST_AREA_BYTES)   # grows to RECEIVE_AREA_BYTES while reads fill it
         self._grow = False
         self._offered = 0
-        self._reads = 0                 # reads so far, to tell an idle connection
+        self._largest_read = 0          # since the shrink timer was armed
         self._shrink_handle: Optional[asyncio.TimerHandle] = None
         self._start = 0                 # first byte of the area not yet cut into a frame
         self._end = 0                   # end of the bytes received into the area
@@ -182,6 +183,8 @@ class _RequestProtocol(asyncio.BufferedProtocol):
             if self._grow or start == 0:
                 self._grow = False
                 area = bytearray(max(2 * len(area), 2 * pending))
+                if self._shrink_handle is None:
+                    self._arm_shrink()
             area[:pending] = self._area[start:end]
             self._area, self._start, self._end = area, 0, pending
             end = pending
@@ -200,7 +203,8 @@ class _RequestProtocol(asyncio.BufferedProtocol):
                 self._large = None
         else:
             self._end += nbytes
-            self._reads += 1
+            if nbytes > self._largest_read:
+                self._largest_read = nbytes
             if nbytes == self._offered and len(self._area) < RECEIVE_AREA_BYTES:
                 self._grow = True
             self._cut_frames()
@@ -296,20 +300,29 @@ class _RequestProtocol(asyncio.BufferedProtocol):
             raise EOFError
         return None
 
-    def _shrink_if_idle(self, reads_then: int) -> None:
+    def _arm_shrink(self) -> None:
+        self._largest_read = 0
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:    # a protocol driven by hand, outside a loop (unit tests): no timer
+            return
+        self._shrink_handle = loop.call_later(AREA_SHRINK_AFTER_S, self._shrink_if_idle)
+
+    def _shrink_if_idle(self) -> None:
         self._shrink_handle = None
-        if self._reads == reads_then and self._start == self._end and self._large is None and not self._lost:
+        if self._lost or len(self._area) <= _FIRST_AREA_BYTES:
+            return
+        if self._largest_read <= _FIRST_AREA_BYTES // 4 and self._start == self._end and self._large is None:
             self._area = bytearray(_FIRST_AREA_BYTES)
             self._start = self._end = 0
             self._grow = False
+        else:
+            self._arm_shrink()
 
     async def wait_frame(self) -> None:
         if self._frames or self._frame_error is not None or self._eof:
             return
-        loop = asyncio.get_running_loop()
-        if self._shrink_handle is None and len(self._area) > _FIRST_AREA_BYTES:
-            self._shrink_handle = loop.call_later(AREA_SHRINK_AFTER_S, self._shrink_if_idle, self._reads)
-        waiter = loop.create_future()
+        waiter = asyncio.get_running_loop().create_future()
         self._frame_waiter = waiter
         try:
             await waiter

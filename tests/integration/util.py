@@ -23,8 +23,6 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from kafkalite.protocol.wire import write_uvarint
-
 # Kafka error codes the tests assert (org.apache.kafka.common.protocol.Errors).
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -53,9 +51,13 @@ DEFAULT_TIMEOUT = 10.0
 # --------------------------------------------------------------------------------------------
 
 def uvarint(value: int) -> bytes:
-    """An unsigned varint (compact lengths and counts, tagged fields), as the broker writes it."""
+    """An unsigned varint (compact lengths and counts, tagged fields), written here rather than
+    with the broker's own writer: the tests that build frames by hand stay independent of it."""
     out = bytearray()
-    write_uvarint(out, value)
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
     return bytes(out)
 
 

@@ -180,40 +180,38 @@ def test_a_reset_drops_the_requests_not_yet_handled() -> None:
         p.next_frame()
 
 
-def test_a_grown_area_shrinks_back_once_the_connection_is_idle() -> None:
-    """A burst grows the receive area to RECEIVE_AREA_BYTES. Waiting for the next request arms
-    one timer (AREA_SHRINK_AFTER_S); when it fires, a connection that read nothing since gives
-    the area back, one that read keeps it. The timer's callback is called here directly, with
-    the read count it was armed with, so that the test does not depend on the machine's speed."""
+def test_a_grown_area_shrinks_back_once_its_reads_stay_small() -> None:
+    """A burst grows the receive area to RECEIVE_AREA_BYTES and arms one timer. When it fires, a
+    connection whose reads stayed small since (a consumer's periodic fetches) gives the area back;
+    one that read a lot keeps it and the timer is armed again. The callback is called here
+    directly, so that the test does not depend on the machine's speed."""
 
-    async def run() -> list[int]:
+    def fire(p: _RequestProtocol) -> None:
+        handle = p._shrink_handle
+        assert handle is not None and handle.when() - asyncio.get_running_loop().time() <= AREA_SHRINK_AFTER_S
+        handle.cancel()
+        p._shrink_if_idle()     # what the timer runs, now
+
+    async def run() -> None:
         p, _t = reader()
-        sizes = []
-        for idle in (False, True):
-            feed(p, frame(b"b" * 100_000) * 8, [])
-            assert len(take_all(p)) == 8
-            sizes.append(len(p._area))
-            reads_then = p._reads
-            waiting = asyncio.ensure_future(p.wait_frame())
-            await asyncio.sleep(0)
-            handle = p._shrink_handle
-            assert handle is not None and handle.when() - asyncio.get_running_loop().time() <= AREA_SHRINK_AFTER_S
-            handle.cancel()
-            if not idle:
-                feed(p, frame(b"x"), [])      # a read before the timer fires: the area stays
-                assert p.next_frame() == b"x"
-            p._shrink_if_idle(reads_then)
-            sizes.append(len(p._area))
-            waiting.cancel()
-        feed(p, frame(b"after") * 3, [])      # still reads whole frames into the small area
+        feed(p, frame(b"b" * 100_000) * 8, [])
+        assert len(take_all(p)) == 8 and len(p._area) == RECEIVE_AREA_BYTES
+        fire(p)                                 # large reads in the window: kept, armed again
+        assert len(p._area) == RECEIVE_AREA_BYTES and p._shrink_handle is not None
+        for _ in range(3):                      # small periodic requests
+            feed(p, frame(b"f" * 100), [])
+            assert take_all(p) == [b"f" * 100]
+        fire(p)
+        assert len(p._area) == 8 * 1024 and p._shrink_handle is None
+        feed(p, frame(b"after") * 3, [])        # still reads whole frames into the small area
         assert take_all(p) == [b"after"] * 3
-        waiting = asyncio.ensure_future(p.wait_frame())
-        await asyncio.sleep(0)
-        assert p._shrink_handle is None       # nothing to give back: no timer
-        waiting.cancel()
-        return sizes
+        feed(p, frame(b"b" * 100_000), [])      # a new burst grows it again, with a new timer
+        assert take_all(p) == [b"b" * 100_000]
+        assert len(p._area) > 8 * 1024 and p._shrink_handle is not None
+        p.connection_lost(None)
+        assert p._shrink_handle is None
 
-    assert asyncio.run(run()) == [RECEIVE_AREA_BYTES, RECEIVE_AREA_BYTES, RECEIVE_AREA_BYTES, 8 * 1024]
+    asyncio.run(run())
 
 
 def test_eof_after_the_frames() -> None:
