@@ -105,7 +105,8 @@ def _uvarint(data: memoryview, pos: int, five_bytes_at_most: bool = False) -> tu
 
 
 def _skip_tagged_fields(data: memoryview, pos: int) -> int:
-    """Produce declares no tagged fields: every one is unknown and skipped."""
+    """Produce declares no tagged fields: every one is unknown and skipped (nearly always
+    there are none: one zero byte)."""
     if pos < len(data) and data[pos] == 0:
         return pos + 1
     count, pos = _uvarint(data, pos, True)
@@ -119,12 +120,16 @@ def _skip_tagged_fields(data: memoryview, pos: int) -> int:
 
 
 def _length(data: memoryview, pos: int, flexible: bool, classic: struct.Struct) -> tuple[int, int]:
-    """A string's length or an array's count: compact (unsigned varint, minus one) from v9,
-    else a classic int16 / int32."""
+    """A string's or records' length or an array's count: compact (unsigned varint, minus one)
+    from v9, else a classic int16 / int32."""
     if flexible:
-        value = data[pos] if pos < len(data) else 0x80
+        n = len(data)
+        value = data[pos] if pos < n else 0x80
         if value < 0x80:
             pos += 1
+        elif pos + 1 < n and data[pos + 1] < 0x80:     # two bytes: up to 16 KiB (a small batch)
+            value = (value & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
         else:
             value, pos = _uvarint(data, pos)
         return value - 1, pos
@@ -188,25 +193,10 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData
         partition_count, pos = _array_count(data, pos, flexible, "partitionData")
         partitions: list[PartitionProduceData] = []
         for _ in range(partition_count):
-            if pos + 5 > n:     # the index and at least one byte of the records' length
+            if pos + 4 > n:
                 raise _past_end()
             index = _I32.unpack_from(data, pos)[0]
-            pos += 4
-            if flexible:
-                length = data[pos]
-                if length < 0x80:
-                    pos += 1
-                elif pos + 1 < n and data[pos + 1] < 0x80:     # 128 bytes to 16 KiB of records
-                    length = (length & 0x7F) | (data[pos + 1] << 7)
-                    pos += 2
-                else:
-                    length, pos = _uvarint(data, pos)
-                length -= 1
-            else:
-                if pos + 4 > n:
-                    raise _past_end()
-                length = _I32.unpack_from(data, pos)[0]
-                pos += 4
+            length, pos = _length(data, pos + 4, flexible, _I32)
             records: Optional[memoryview] = None
             if length >= 0:
                 end = pos + length
@@ -215,17 +205,11 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData
                 records = data[pos:end]
                 pos = end
             if flexible:
-                if pos < n and data[pos] == 0:
-                    pos += 1
-                else:
-                    pos = _skip_tagged_fields(data, pos)
+                pos = _skip_tagged_fields(data, pos)
             partitions.append(_new(PartitionProduceData, (index, records)))
         if flexible:
-            if pos < n and data[pos] == 0:
-                pos += 1
-            else:
-                pos = _skip_tagged_fields(data, pos)
+            pos = _skip_tagged_fields(data, pos)
         topics.append(_new(TopicProduceData, (name, topic_id, partitions)))
-    if flexible and not (pos < n and data[pos] == 0):
+    if flexible:
         _skip_tagged_fields(data, pos)
     return _new(ProduceRequestData, (transactional_id, acks, timeout_ms, topics))
