@@ -97,11 +97,10 @@ class SendfileConfig:
     in_flight: int = 0
 
 
-
 # Bytes the kernel may hand over in one read into a connection's receive area (it starts small,
-# doubles while reads fill it up to this, and shrinks back once the connection is idle). A request frame larger than
-# LARGE_FRAME_BYTES is read straight into a buffer of its own (Kafka's NetworkReceive does the
-# same: the size first, then a buffer of that size).
+# doubles while reads fill it up to this, and shrinks back once the connection is idle). A
+# request frame larger than LARGE_FRAME_BYTES is read straight into a buffer of its own (Kafka's
+# NetworkReceive does the same: the size first, then a buffer of that size).
 RECEIVE_AREA_BYTES = 256 * 1024
 _FIRST_AREA_BYTES = 8 * 1024
 # a grown receive area goes back to _FIRST_AREA_BYTES once its connection's reads stayed small
@@ -130,7 +129,7 @@ class _RequestProtocol(asyncio.BufferedProtocol):
     a buffer of its own, without even that copy). Writes go to the transport directly; drain()
     waits for the transport's low-water mark as StreamWriter.drain() does."""
 
-    def __init__(self, max_request_bytes: int, on_connection: "Callable[[_RequestProtocol], None]") -> None:
+    def __init__(self, max_request_bytes: int, on_connection: Callable[[_RequestProtocol], None]) -> None:
         self._max_request_bytes = max_request_bytes
         self._on_connection = on_connection
         self.transport: Optional[asyncio.Transport] = None
@@ -226,16 +225,16 @@ class _RequestProtocol(asyncio.BufferedProtocol):
         self._lost = True
         self._eof = True
         self._wake_reader()
-        for waiter in self._drain_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._drain_waiters.clear()
+        self._release_drain_waiters()
 
     def pause_writing(self) -> None:
         self._write_paused = True
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._release_drain_waiters()
+
+    def _release_drain_waiters(self) -> None:
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_result(None)

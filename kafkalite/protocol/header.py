@@ -61,15 +61,17 @@ _HEADER_V0_APIS = frozenset({(7, 0)})
 def decode_request_header(frame: memoryview | bytes, flexible: bool) -> tuple[RequestHeader, int]:
     """Decode the header; return it and the offset where the body starts."""
     n = len(frame)
-    if n < _FIXED.size:
-        if n >= _FIXED_V0.size:
-            api_key, api_version, correlation_id = _FIXED_V0.unpack_from(frame, 0)
-            if (api_key, api_version) in _HEADER_V0_APIS:
-                return RequestHeader(api_key, api_version, correlation_id, ""), _FIXED_V0.size
+    client_len: int | None = None   # None: too short for header v1/v2 (fine for header v0 only)
+    if n >= _FIXED.size:
+        api_key, api_version, correlation_id, client_len = _FIXED.unpack_from(frame, 0)
+    elif n >= _FIXED_V0.size:
+        api_key, api_version, correlation_id = _FIXED_V0.unpack_from(frame, 0)
+    else:
         raise MalformedHeaderError("frame shorter than a request header")
-    api_key, api_version, correlation_id, client_len = _FIXED.unpack_from(frame, 0)
     if (api_key, api_version) in _HEADER_V0_APIS:
         return RequestHeader(api_key, api_version, correlation_id, ""), _FIXED_V0.size
+    if client_len is None:
+        raise MalformedHeaderError("frame shorter than a request header")
     pos = _FIXED.size
     client_id = ""
     if client_len >= 0:  # client_id is a plain (non-compact) nullable string even in header v2

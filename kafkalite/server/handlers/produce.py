@@ -10,7 +10,6 @@ import struct
 import time
 from typing import Callable, Optional
 
-
 from kafkalite.config.log_config import LogConfig
 from kafkalite.log.append_policy import CODECS
 from kafkalite.log.errors import InvalidRecordError, LogError
