@@ -16,6 +16,7 @@ from kafka import codec
 
 from tests.differential.corpus.steps import BASE_TS, create_topic
 from tests.differential.framework import Case, Step
+from tests.integration.util import uvarint
 
 PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2
 GZIP = 1
@@ -27,13 +28,7 @@ _PREFIX = struct.Struct(">qiib")       # baseOffset, batchLength, partitionLeade
 
 def varint(value: int) -> bytes:
     """Zig-zag varint, as Kafka's ByteUtils.writeVarint/writeVarlong."""
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return uvarint((value << 1) ^ (value >> 63))
 
 
 def _bytes_field(data: Optional[bytes]) -> bytes:
